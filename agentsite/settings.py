@@ -1,0 +1,195 @@
+"""agentsite settings. Every knob comes from the environment with a safe local
+default; README's "Configuration" table lists them all."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("AGENT_DATA_DIR", BASE_DIR / "data"))
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
+
+
+def env_number(name: str, default: float, *, cast=float, minimum: float = 0):
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = cast(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be >= {minimum}, got {raw!r}")
+    return value
+
+
+def env_choice(name: str, default: str, choices: set[str]) -> str:
+    value = os.environ.get(name) or default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {sorted(choices)}, got {value!r}")
+    return value
+
+
+DEBUG = env_bool("DEBUG", True)
+
+_DEV_SECRET_KEY = "dev-only-insecure-secret-key-do-not-use-in-production"
+SECRET_KEY = os.environ.get("SECRET_KEY") or _DEV_SECRET_KEY
+if not DEBUG and SECRET_KEY == _DEV_SECRET_KEY:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set. With DEBUG off the built-in development key is refused: "
+        "set SECRET_KEY in the environment."
+    )
+
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+    if h.strip()
+]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    # daphne first: it replaces runserver with an ASGI server that can stream.
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "sessions_app",
+    "turns_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentsite.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+ASGI_APPLICATION = "agentsite.asgi.application"
+WSGI_APPLICATION = None
+
+# --- database ---------------------------------------------------------------
+
+DEFAULT_SQLITE_PATH = DATA_DIR / "agentsite.sqlite3"
+DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{DEFAULT_SQLITE_PATH}"
+
+# Measured (FIELD-NOTES): Django's deferred transactions lose the write lock
+# race against the checkpointer's own connection; IMMEDIATE + WAL + a long
+# busy timeout made select_for_update blocks on SQLite reliable.
+SQLITE_OPTIONS = {
+    "init_command": (
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
+    ),
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 20,
+}
+
+
+def _database_from_url(url: str) -> dict:
+    config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
+    engine = config["ENGINE"]
+    if engine == "django.db.backends.sqlite3":
+        name = Path(config["NAME"])
+        if str(name) in {"", ":memory:"}:
+            raise ImproperlyConfigured(
+                "DATABASE_URL must name an SQLite file: the checkpointer shares it "
+                "through its own connection, which an in-memory database cannot do."
+            )
+        # "Created on first run": sqlite3 makes the file, not its folder.
+        name.parent.mkdir(parents=True, exist_ok=True)
+        config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
+        # The checkpointer opens the test database by name, so it must be a file.
+        config["TEST"] = {"NAME": str(name.with_name(f"test_{name.name}"))}
+    elif engine in {"django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis"}:
+        config.setdefault("OPTIONS", {})
+    else:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL selects {engine}; agentsite supports PostgreSQL and SQLite only."
+        )
+    return config
+
+
+DATABASES = {"default": _database_from_url(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- the agent ----------------------------------------------------------------
+
+AGENT_GRAPH = os.environ.get("AGENT_GRAPH") or "intake"
+AGENT_MODEL = os.environ.get("AGENT_MODEL") or "offline"
+AGENT_OFFLINE_TOKEN_DELAY_MS = env_number("AGENT_OFFLINE_TOKEN_DELAY_MS", 0)
+AGENT_MODEL_TIMEOUT_SECONDS = env_number("AGENT_MODEL_TIMEOUT_SECONDS", 120, minimum=0.01)
+AGENT_TURN_LEASE_SECONDS = env_number("AGENT_TURN_LEASE_SECONDS", 30, minimum=0.05)
+AGENT_SESSION_WAIT_SECONDS = env_number("AGENT_SESSION_WAIT_SECONDS", 5)
+AGENT_ON_DISCONNECT = env_choice("AGENT_ON_DISCONNECT", "continue", {"continue", "cancel"})
+AGENT_DB_POOL_SIZE = env_number("AGENT_DB_POOL_SIZE", 5, cast=int, minimum=1)
+AGENT_CHECKPOINT_KEEP = env_number("AGENT_CHECKPOINT_KEEP", 1, cast=int, minimum=1)
+# Off in every settings module but the test harness's; see turns_app.faults.
+AGENT_FAULT_INJECTION = False
+
+# --- the rest -------------------------------------------------------------------
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "httpx": {"level": "WARNING"},
+        "aiosqlite": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,81 @@
+"""Business state of a conversation: the session row and the API keys that own
+sessions. The turn protocol (turns_app) is the only writer of the session's
+conversation columns; see DESIGN.md."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+SESSION_KEY_PATTERN = r"^[A-Za-z0-9._:-]{1,255}$"
+
+
+class ApiKey(models.Model):
+    """A bearer key. Only the SHA-256 of the key is stored: keys are 32 random
+    bytes, so a fast hash is enough and lookups stay a single index probe."""
+
+    owner = models.CharField(max_length=150, db_index=True)
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "agent_api_keys"
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.owner})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class AgentSession(models.Model):
+    class Stage(models.TextChoices):
+        COLLECTING = "collecting"
+        COMPLETE = "complete"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.CharField(max_length=150)
+    key = models.CharField(max_length=255)
+    form = models.JSONField(default=list)
+    fields = models.JSONField(default=dict)
+    stage = models.CharField(max_length=32, choices=Stage.choices, default=Stage.COLLECTING)
+    metadata = models.JSONField(default=dict, blank=True)
+    # Never reset, not even by delete: a client's If-Match can't match a
+    # version from before a delete.
+    version = models.BigIntegerField(default=0)
+    epoch = models.BigIntegerField(default=1)
+    turn_count = models.IntegerField(default=0)
+    snapshot = models.JSONField(default=dict, blank=True)
+    checkpoint_thread = models.CharField(max_length=255, null=True, blank=True)
+    committed_checkpoint_id = models.CharField(max_length=255, null=True, blank=True)
+    # A plain UUID, not a foreign key: sessions and turns would otherwise
+    # reference each other across apps, and the lease is what matters here.
+    active_turn_id = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "agent_sessions"
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "key"], name="agent_session_owner_key_uniq"),
+            models.CheckConstraint(condition=Q(version__gte=0), name="agent_session_version_gte_0"),
+        ]
+        indexes = [
+            models.Index(fields=["owner", "-updated_at"], name="agent_session_owner_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.owner})"
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None

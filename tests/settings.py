@@ -1,0 +1,9 @@
+"""Settings for the test suite: the production settings plus the switches only
+tests may flip."""
+
+from agentsite.settings import *  # noqa: F401,F403
+
+# Fault-injection hooks (turns_app.faults) are reachable only when this is on.
+AGENT_FAULT_INJECTION = True
+AGENT_SESSION_WAIT_SECONDS = 2
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

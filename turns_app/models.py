@@ -1,0 +1,67 @@
+"""One chat turn: claimed as `pending`, then `committed` or `aborted`. The
+committed response body is stored verbatim so a replay is byte-identical."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from sessions_app.models import AgentSession
+
+
+class AgentTurn(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        COMMITTED = "committed"
+        ABORTED = "aborted"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="turns")
+    epoch = models.BigIntegerField()
+    number = models.IntegerField()
+    base_version = models.BigIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    idempotency_key = models.CharField(max_length=128, null=True, blank=True)
+    request_digest = models.CharField(max_length=64)
+    request = models.JSONField()
+    result = models.TextField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    checkpoint_id = models.CharField(max_length=255, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "agent_turns"
+        constraints = [
+            # An aborted turn frees its key for a retry; any other turn owns it.
+            models.UniqueConstraint(
+                fields=["session", "epoch", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False) & ~Q(status="aborted"),
+                name="agent_turn_live_idempotency_key_uniq",
+            ),
+            models.UniqueConstraint(
+                fields=["session", "epoch", "number"], name="agent_turn_session_epoch_number_uniq"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["status"], condition=Q(status="pending"), name="agent_turn_pending"
+            ),
+        ]
+        ordering = ["session", "epoch", "number"]
+
+    def __str__(self) -> str:
+        return f"turn {self.number} of {self.session_id} (epoch {self.epoch}, {self.status})"
+
+    @property
+    def checkpoint_thread(self) -> str:
+        return checkpoint_thread_id(self.session_id, self.epoch, self.id)
+
+
+def checkpoint_thread_id(session_id, epoch: int, turn_id) -> str:
+    """Each turn runs on its own checkpoint thread, seeded with the committed
+    state. A run that is abandoned, cancelled or fenced off writes only into a
+    thread that nothing reads again, and retention can drop whole threads."""
+    return f"{session_id}:{epoch}:{turn_id}"
