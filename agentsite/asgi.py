@@ -1,16 +1,21 @@
-"""
-ASGI config for agentsite project.
+"""ASGI entry point for daphne and runserver.
 
-It exposes the ASGI callable as a module-level variable named ``application``.
-
-For more information on this file, see
-https://docs.djangoproject.com/en/5.2/howto/deployment/asgi/
+Importing this module is what makes a process the server: it checks the
+database is migrated, takes the SQLite single-instance lock, and aborts turns
+a previous server left pending. Tests build the router with
+`agentsite.routing.build_application()` instead.
 """
 
 import os
 
-from django.core.asgi import get_asgi_application
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
-os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'agentsite.settings')
+import django  # noqa: E402
 
-application = get_asgi_application()
+django.setup()
+
+from agentsite.routing import build_application  # noqa: E402
+from agentsite.startup import prepare_serving  # noqa: E402
+
+prepare_serving()
+application = build_application()

@@ -1,0 +1,92 @@
+"""The NinjaAPI: routers, bearer auth, and the single exception contract
+`{"error": {"code", "message"}}`."""
+
+from __future__ import annotations
+
+import logging
+
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security import HttpBearer
+
+from agentsite.asyncdb import is_storage_error
+from agentsite.errors import (
+    ApiError,
+    MalformedRequest,
+    StorageUnavailable,
+    Unauthorized,
+    ValidationFailed,
+)
+from sessions_app.models import ApiKey
+from sessions_app.services import api_key_authenticate
+
+logger = logging.getLogger(__name__)
+
+
+class ApiKeyAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> ApiKey:
+        return api_key_authenticate(raw=token.strip())
+
+
+api = NinjaAPI(
+    title="agentsite",
+    version="1.0",
+    description="Durable LangGraph chat sessions. Errors are `{\"error\": {\"code\", \"message\"}}`.",
+    auth=ApiKeyAuth(),
+    urls_namespace="api",
+)
+
+
+def error_response(request: HttpRequest, error: ApiError) -> HttpResponse:
+    return api.create_response(request, error.as_dict(), status=error.status)
+
+
+@api.exception_handler(ApiError)
+def on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    return error_response(request, exc)
+
+
+@api.exception_handler(ValidationError)
+def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    details = [
+        {"loc": [str(p) for p in e.get("loc", ())], "message": e.get("msg", "invalid")}
+        for e in exc.errors
+    ]
+    first = details[0] if details else {"loc": [], "message": "invalid request"}
+    where = ".".join(p for p in first["loc"] if p not in {"body", "payload"}) or "request"
+    return error_response(
+        request, ValidationFailed(f"{where}: {first['message']}", details=details)
+    )
+
+
+@api.exception_handler(AuthenticationError)
+def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return error_response(request, Unauthorized())
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if exc.status_code == 400:
+        return error_response(request, MalformedRequest())
+    error = ApiError(str(exc))
+    error.status = exc.status_code
+    return error_response(request, error)
+
+
+@api.exception_handler(Exception)
+def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    if is_storage_error(exc):
+        logger.warning("storage unavailable: %r", exc)
+        return error_response(request, StorageUnavailable())
+    logger.exception("unhandled error on %s %s", request.method, request.path)
+    return api.create_response(
+        request,
+        {"error": {"code": "internal_error", "message": "an unexpected error occurred"}},
+        status=500,
+    )
+
+
+api.add_router("/sessions", "sessions_app.api.router")
+api.add_router("/sessions", "turns_app.api.router")
+api.add_router("", "agentsite.health.router")

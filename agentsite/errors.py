@@ -1,0 +1,138 @@
+"""The one error contract: `{"error": {"code", "message"}}` with a fitting
+HTTP status. Services raise these; the API and the SSE consumer render them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class ErrorCode(StrEnum):
+    UNAUTHORIZED = "unauthorized"
+    MALFORMED_REQUEST = "malformed_request"
+    VALIDATION_ERROR = "validation_error"
+    INVALID_FIELDS = "invalid_fields"
+    INVALID_FORM = "invalid_form"
+    INVALID_SESSION_KEY = "invalid_session_key"
+    INVALID_IDEMPOTENCY_KEY = "invalid_idempotency_key"
+    SESSION_NOT_FOUND = "session_not_found"
+    TURN_NOT_FOUND = "turn_not_found"
+    SESSION_EXISTS = "session_exists"
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
+    TURN_IN_PROGRESS = "turn_in_progress"
+    SESSION_BUSY = "session_busy"
+    STALE_TURN = "stale_turn"
+    VERSION_CONFLICT = "version_conflict"
+    PRECONDITION_REQUIRED = "precondition_required"
+    MODEL_ERROR = "model_error"
+    MODEL_TIMEOUT = "model_timeout"
+    STORAGE_UNAVAILABLE = "storage_unavailable"
+    TURN_CANCELLED = "turn_cancelled"
+
+
+class ApiError(Exception):
+    code: ErrorCode = ErrorCode.VALIDATION_ERROR
+    status: int = 422
+    default_message = "the request is invalid"
+
+    def __init__(self, message: str | None = None, *, details: Any = None) -> None:
+        self.message = message or self.default_message
+        self.details = details
+        super().__init__(self.message)
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": str(self.code), "message": self.message}
+        if self.details is not None:
+            body["details"] = self.details
+        return {"error": body}
+
+
+class Unauthorized(ApiError):
+    code, status, default_message = ErrorCode.UNAUTHORIZED, 401, "a valid API key is required"
+
+
+class MalformedRequest(ApiError):
+    code, status, default_message = ErrorCode.MALFORMED_REQUEST, 400, "the request body is not valid JSON"
+
+
+class ValidationFailed(ApiError):
+    code, status = ErrorCode.VALIDATION_ERROR, 422
+
+
+class InvalidFields(ApiError):
+    code, status, default_message = ErrorCode.INVALID_FIELDS, 422, "some field values are invalid"
+
+
+class InvalidForm(ApiError):
+    code, status, default_message = ErrorCode.INVALID_FORM, 422, "the form spec is invalid"
+
+
+class InvalidSessionKey(ApiError):
+    code, status = ErrorCode.INVALID_SESSION_KEY, 422
+    default_message = "session keys are 1-255 characters of A-Z a-z 0-9 . _ : -"
+
+
+class InvalidIdempotencyKey(ApiError):
+    code, status = ErrorCode.INVALID_IDEMPOTENCY_KEY, 422
+    default_message = "Idempotency-Key must be 1-128 visible ASCII characters"
+
+
+class SessionNotFound(ApiError):
+    code, status, default_message = ErrorCode.SESSION_NOT_FOUND, 404, "no such session"
+
+
+class TurnNotFound(ApiError):
+    code, status, default_message = ErrorCode.TURN_NOT_FOUND, 404, "no such turn"
+
+
+class SessionExists(ApiError):
+    code, status, default_message = ErrorCode.SESSION_EXISTS, 409, "a session with this key exists"
+
+
+class IdempotencyConflict(ApiError):
+    code, status = ErrorCode.IDEMPOTENCY_CONFLICT, 409
+    default_message = "this Idempotency-Key was used with a different request"
+
+
+class TurnInProgress(ApiError):
+    code, status = ErrorCode.TURN_IN_PROGRESS, 409
+    default_message = "the turn with this Idempotency-Key is still running"
+
+
+class SessionBusy(ApiError):
+    code, status = ErrorCode.SESSION_BUSY, 409
+    default_message = "another turn is running on this session; retry later"
+
+
+class StaleTurn(ApiError):
+    code, status = ErrorCode.STALE_TURN, 409
+    default_message = "the session changed while the turn ran; nothing was committed"
+
+
+class VersionConflict(ApiError):
+    code, status = ErrorCode.VERSION_CONFLICT, 412
+    default_message = "the session's version does not match the expected version"
+
+
+class PreconditionRequired(ApiError):
+    code, status = ErrorCode.PRECONDITION_REQUIRED, 428
+    default_message = "send If-Match or expected_version with the version you read"
+
+
+class ModelError(ApiError):
+    code, status, default_message = ErrorCode.MODEL_ERROR, 502, "the model failed; nothing was committed"
+
+
+class ModelTimeout(ApiError):
+    code, status = ErrorCode.MODEL_TIMEOUT, 504
+    default_message = "the model did not answer in time; nothing was committed"
+
+
+class StorageUnavailable(ApiError):
+    code, status = ErrorCode.STORAGE_UNAVAILABLE, 503
+    default_message = "the database is unavailable; retry later"
+
+
+class TurnCancelled(ApiError):
+    code, status = ErrorCode.TURN_CANCELLED, 409
+    default_message = "the turn was cancelled; nothing was committed"

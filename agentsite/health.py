@@ -1,0 +1,34 @@
+"""GET /api/health: is the database there, and is the checkpointer usable?"""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.http import HttpRequest, HttpResponse
+from ninja import Router
+
+from agentsite.agent.checkpointer import ensure_tables_exist, get_saver
+from agentsite.asyncdb import db
+
+router = Router(tags=["health"])
+
+
+def _database_ready() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    ensure_tables_exist()
+
+
+@router.get("/health", auth=None, response={200: dict, 503: dict})
+async def health(request: HttpRequest) -> HttpResponse | tuple[int, dict]:
+    checks = {"database": "ok", "checkpointer": "ok"}
+    try:
+        await db(_database_ready)
+    except Exception as exc:
+        checks["database"] = f"unavailable: {type(exc).__name__}"
+    try:
+        saver = await get_saver()
+        await saver.aget_tuple({"configurable": {"thread_id": "health", "checkpoint_ns": ""}})
+    except Exception as exc:
+        checks["checkpointer"] = f"unavailable: {type(exc).__name__}"
+    ok = all(v == "ok" for v in checks.values())
+    return (200 if ok else 503), {"status": "ok" if ok else "unavailable", **checks}

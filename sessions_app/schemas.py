@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from ninja import Schema
+from pydantic import ConfigDict, Field, StrictInt, StrictStr
+
+
+class SessionCreateIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    key: StrictStr | None = Field(None, description="client-chosen id, 1-255 of [A-Za-z0-9._:-]")
+    form: list[Any] | None = Field(None, description="field specs; the default form if omitted")
+    metadata: dict[str, Any] | None = None
+
+
+class SessionOut(Schema):
+    id: UUID
+    key: str
+    form: list[dict[str, Any]]
+    fields: dict[str, Any]
+    stage: str
+    version: int
+    epoch: int
+    turn_count: int
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class FieldsPatchIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    fields: dict[str, Any]
+    expected_version: StrictInt | None = Field(
+        None, ge=0, description="the version you read; or send it as If-Match"
+    )
+
+
+class FieldsPatchOut(SessionOut):
+    field_changes: dict[str, Any]

@@ -1,0 +1,44 @@
+"""Reads of sessions and API keys. Raise `SessionNotFound` rather than let a
+missing row surface as a 500."""
+
+from __future__ import annotations
+
+import re
+
+from django.db.models import QuerySet
+
+from agentsite.errors import InvalidSessionKey, SessionNotFound
+from sessions_app.models import SESSION_KEY_PATTERN, AgentSession
+
+_SESSION_KEY = re.compile(SESSION_KEY_PATTERN)
+
+
+def check_session_key(key: str) -> str:
+    if not isinstance(key, str) or not _SESSION_KEY.fullmatch(key):
+        raise InvalidSessionKey()
+    return key
+
+
+def session_get(*, owner: str, key: str) -> AgentSession:
+    """A live session of this owner. Tombstones and other owners' sessions
+    answer the same 404, so a key's existence does not leak."""
+    check_session_key(key)
+    try:
+        return AgentSession.objects.get(owner=owner, key=key, deleted_at__isnull=True)
+    except AgentSession.DoesNotExist:
+        raise SessionNotFound() from None
+
+
+def session_list(*, owner: str) -> QuerySet[AgentSession]:
+    return AgentSession.objects.filter(owner=owner, deleted_at__isnull=True).order_by(
+        "-updated_at", "key"
+    )
+
+
+def session_get_including_deleted(*, owner: str, key: str) -> AgentSession:
+    """For delete, which must succeed again on a tombstone."""
+    check_session_key(key)
+    try:
+        return AgentSession.objects.get(owner=owner, key=key)
+    except AgentSession.DoesNotExist:
+        raise SessionNotFound() from None

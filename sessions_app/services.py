@@ -1,0 +1,241 @@
+"""Writes to sessions and API keys. Every function that changes a session
+takes its row lock itself (`SELECT … FOR UPDATE`, an IMMEDIATE transaction on
+SQLite), so the API, the SSE consumer and the admin share one set of rules."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agentsite.agent.checkpointer import delete_threads
+from agentsite.errors import (
+    InvalidFields,
+    InvalidForm,
+    SessionBusy,
+    SessionExists,
+    SessionNotFound,
+    Unauthorized,
+    ValidationFailed,
+    VersionConflict,
+)
+from sessions_app import form_spec
+from sessions_app.models import AgentSession, ApiKey
+from sessions_app.selectors import check_session_key, session_get_including_deleted
+
+API_KEY_PREFIX = "ask_"
+METADATA_MAX_BYTES = 16_384
+
+# --- API keys ------------------------------------------------------------------------
+
+
+def hash_api_key(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def api_key_create(*, owner: str) -> tuple[ApiKey, str]:
+    """Returns the row and the raw key; the raw key is not stored anywhere."""
+    owner = (owner or "").strip()
+    if not owner or len(owner) > 150:
+        raise ValidationFailed("the owner name must be 1-150 characters")
+    prefix = secrets.token_hex(4)
+    raw = f"{API_KEY_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    key = ApiKey.objects.create(owner=owner, prefix=prefix, key_hash=hash_api_key(raw))
+    return key, raw
+
+
+def api_key_authenticate(*, raw: str) -> ApiKey:
+    if not raw or len(raw) > 200:
+        raise Unauthorized()
+    try:
+        key = ApiKey.objects.get(key_hash=hash_api_key(raw), revoked_at__isnull=True)
+    except ApiKey.DoesNotExist:
+        raise Unauthorized() from None
+    now = timezone.now()
+    # One write a minute at most: last_used_at is for operators, not a hot path.
+    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    if api_key.revoked_at is None:
+        api_key.revoked_at = timezone.now()
+        api_key.save(update_fields=["revoked_at"])
+    return api_key
+
+
+# --- sessions ---------------------------------------------------------------------------
+
+
+def default_form() -> list[dict[str, Any]]:
+    return form_spec.form_to_json(form_spec.parse_form(form_spec.DEFAULT_FORM))
+
+
+def check_form(raw: Any) -> list[dict[str, Any]]:
+    try:
+        return form_spec.form_to_json(form_spec.parse_form(raw))
+    except form_spec.FormSpecError as exc:
+        raise InvalidForm(str(exc)) from None
+
+
+def check_metadata(raw: Any) -> dict[str, Any]:
+    import json
+
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValidationFailed("metadata must be a JSON object")
+    if len(json.dumps(raw)) > METADATA_MAX_BYTES:
+        raise ValidationFailed(f"metadata must be at most {METADATA_MAX_BYTES} bytes of JSON")
+    return raw
+
+
+def stage_for(form: list[dict[str, Any]], fields: dict[str, Any]) -> str:
+    missing = form_spec.missing_required(form_spec.parse_form(form), fields)
+    return AgentSession.Stage.COLLECTING if missing else AgentSession.Stage.COMPLETE
+
+
+def session_lock(*, owner: str, key: str, include_deleted: bool = False) -> AgentSession:
+    """Call inside `transaction.atomic`; takes `SELECT … FOR UPDATE` on the session."""
+    qs = AgentSession.objects.select_for_update().filter(owner=owner, key=key)
+    if not include_deleted:
+        qs = qs.filter(deleted_at__isnull=True)
+    session = qs.first()
+    if session is None:
+        raise SessionNotFound()
+    return session
+
+
+def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
+    """Call inside `transaction.atomic`. Locks the owner's session with this key,
+    creating it with the default form when there is none and reviving it when
+    it is a tombstone (its epoch was already advanced by the delete)."""
+    try:
+        session = session_lock(owner=owner, key=key, include_deleted=True)
+    except SessionNotFound:
+        try:
+            with transaction.atomic():
+                session = AgentSession.objects.create(owner=owner, key=key, form=default_form())
+        except IntegrityError:
+            # A concurrent first request created it; its row is ours to lock now.
+            session = session_lock(owner=owner, key=key, include_deleted=True)
+    if session.deleted_at is not None:
+        session.deleted_at = None
+        session.save(update_fields=["deleted_at", "updated_at"])
+    return session
+
+
+def session_create(
+    *, owner: str, key: str | None = None, form: Any = None, metadata: Any = None
+) -> AgentSession:
+    key = check_session_key(key) if key is not None else uuid.uuid4().hex
+    clean_form = check_form(form) if form is not None else default_form()
+    clean_metadata = check_metadata(metadata)
+    with transaction.atomic():
+        existing = (
+            AgentSession.objects.select_for_update().filter(owner=owner, key=key).first()
+        )
+        if existing is not None and existing.deleted_at is None:
+            raise SessionExists()
+        if existing is not None:
+            existing.form = clean_form
+            existing.metadata = clean_metadata
+            existing.stage = stage_for(clean_form, {})
+            existing.deleted_at = None
+            existing.save()
+            return existing
+        try:
+            with transaction.atomic():
+                return AgentSession.objects.create(
+                    owner=owner,
+                    key=key,
+                    form=clean_form,
+                    metadata=clean_metadata,
+                    stage=stage_for(clean_form, {}),
+                )
+        except IntegrityError:
+            raise SessionExists() from None
+
+
+@dataclass(frozen=True)
+class FieldsUpdate:
+    session: AgentSession
+    changes: dict[str, Any]
+
+
+def session_set_fields(
+    *, owner: str, key: str, values: Any, expected_version: int
+) -> FieldsUpdate:
+    """Version-conditional: applies only if the session is at `expected_version`
+    and no turn holds it; a live turn answers `session_busy` (the caller may
+    wait and retry). Bumps the version, which fences off any turn that based
+    itself on the old one."""
+    if not isinstance(values, dict) or not values:
+        raise ValidationFailed("fields must be a non-empty JSON object")
+    with transaction.atomic():
+        session = session_lock(owner=owner, key=key)
+        if session.version != expected_version:
+            raise VersionConflict(
+                f"the session is at version {session.version}, not {expected_version}",
+                details={"version": session.version},
+            )
+        if session.active_turn_id and session.lease_expires_at and session.lease_expires_at > timezone.now():
+            raise SessionBusy()
+        try:
+            clean = form_spec.validate_fields(form_spec.parse_form(session.form), values)
+        except form_spec.FieldsInvalid as exc:
+            raise InvalidFields(details=exc.errors) from None
+        changes = {k: v for k, v in clean.items() if session.fields.get(k) != v}
+        fields = {**session.fields, **clean}
+        fields = {k: v for k, v in fields.items() if v is not None}
+        session.fields = fields
+        session.stage = stage_for(session.form, fields)
+        session.version += 1
+        session.save(update_fields=["fields", "stage", "version", "updated_at"])
+        return FieldsUpdate(session=session, changes=changes)
+
+
+def session_delete(*, session: AgentSession) -> AgentSession:
+    """Purge the session's checkpoints, then its fields, snapshot and turns,
+    keeping a tombstone: epoch + 1 (fences any running turn), version kept.
+    Deleting a tombstone succeeds and purges whatever a late run wrote."""
+    from turns_app.models import AgentTurn, checkpoint_thread_id
+
+    with transaction.atomic():
+        session = (
+            AgentSession.objects.select_for_update().filter(pk=session.pk).first()
+        )
+        if session is None:
+            raise SessionNotFound()
+        turns = list(AgentTurn.objects.filter(session=session).values_list("id", "epoch"))
+        threads = [checkpoint_thread_id(session.id, epoch, turn_id) for turn_id, epoch in turns]
+        if session.checkpoint_thread:
+            threads.append(session.checkpoint_thread)
+        # Same transaction as the tombstone: both land or neither does.
+        delete_threads(sorted(set(threads)))
+        AgentTurn.objects.filter(session=session).delete()
+        if session.deleted_at is None:
+            session.epoch += 1
+            session.deleted_at = timezone.now()
+        session.fields = {}
+        session.snapshot = {}
+        session.stage = AgentSession.Stage.COLLECTING
+        session.turn_count = 0
+        session.checkpoint_thread = None
+        session.committed_checkpoint_id = None
+        session.active_turn_id = None
+        session.lease_expires_at = None
+        session.save()
+        return session
+
+
+def session_delete_for_owner(*, owner: str, key: str) -> AgentSession:
+    """Delete by key for the API; a tombstone deletes again, an unknown key is 404."""
+    return session_delete(session=session_get_including_deleted(owner=owner, key=key))
