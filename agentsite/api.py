@@ -10,7 +10,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import HttpBearer
 
-from agentsite.asyncdb import is_storage_error
+from agentsite.asyncdb import db, is_storage_error
 from agentsite.errors import (
     ApiError,
     MalformedRequest,
@@ -25,8 +25,12 @@ logger = logging.getLogger(__name__)
 
 
 class ApiKeyAuth(HttpBearer):
-    def authenticate(self, request: HttpRequest, token: str) -> ApiKey:
-        return api_key_authenticate(raw=token.strip())
+    # Async so the lookup goes through db(), which owns its connection's
+    # lifetime; ninja awaits authenticate() when `is_async` is set.
+    is_async = True
+
+    async def authenticate(self, request: HttpRequest, token: str) -> ApiKey:
+        return await db(api_key_authenticate, raw=token.strip())
 
 
 api = NinjaAPI(

@@ -46,10 +46,14 @@ async def db(fn: Callable[..., T], /, **kwargs: Any) -> T:
     `StorageUnavailable` (503), never a 500."""
 
     def call() -> T:
-        # Worker threads outlive requests: drop a connection that an outage
-        # broke, or that is past CONN_MAX_AGE, before using it.
+        # Worker threads outlive requests, so this is their request cycle:
+        # drop a connection an outage broke before the call, and one past
+        # CONN_MAX_AGE (0 by default: every call) after it.
         close_old_connections()
-        return fn(**kwargs)
+        try:
+            return fn(**kwargs)
+        finally:
+            close_old_connections()
 
     try:
         # Not thread_sensitive: a turn may outlive the request whose

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from django.db import connection
-from django.http import HttpRequest, HttpResponse
-from ninja import Router
+from django.http import HttpRequest
+from ninja import Router, Status
 
 from agentsite.agent.checkpointer import ensure_tables_exist, get_saver
 from agentsite.asyncdb import db
@@ -19,7 +19,7 @@ def _database_ready() -> None:
 
 
 @router.get("/health", auth=None, response={200: dict, 503: dict})
-async def health(request: HttpRequest) -> HttpResponse | tuple[int, dict]:
+async def health(request: HttpRequest) -> Status:
     checks = {"database": "ok", "checkpointer": "ok"}
     try:
         await db(_database_ready)
@@ -31,4 +31,4 @@ async def health(request: HttpRequest) -> HttpResponse | tuple[int, dict]:
     except Exception as exc:
         checks["checkpointer"] = f"unavailable: {type(exc).__name__}"
     ok = all(v == "ok" for v in checks.values())
-    return (200 if ok else 503), {"status": "ok" if ok else "unavailable", **checks}
+    return Status(200 if ok else 503, {"status": "ok" if ok else "unavailable", **checks})

@@ -5,15 +5,21 @@ from __future__ import annotations
 import re
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Header, Router
-from ninja.pagination import LimitOffsetPagination, paginate
+from ninja import Header, Query, Router, Status
 from typing_extensions import Annotated
 
 from agentsite.asyncdb import db, retry_while_busy
 from agentsite.errors import PreconditionRequired, ValidationFailed
 from sessions_app import selectors, services
 from sessions_app.models import AgentSession
-from sessions_app.schemas import FieldsPatchIn, FieldsPatchOut, SessionCreateIn, SessionOut
+from sessions_app.schemas import (
+    FieldsPatchIn,
+    FieldsPatchOut,
+    PageIn,
+    SessionCreateIn,
+    SessionOut,
+    SessionPage,
+)
 
 router = Router(tags=["sessions"])
 
@@ -38,13 +44,15 @@ async def create_session(request: HttpRequest, payload: SessionCreateIn):
         form=payload.form,
         metadata=payload.metadata,
     )
-    return 201, session
+    return Status(201, session)
 
 
-@router.get("", response=list[SessionOut])
-@paginate(LimitOffsetPagination)
-def list_sessions(request: HttpRequest, **kwargs):
-    return selectors.session_list(owner=request.auth.owner)
+@router.get("", response=SessionPage)
+async def list_sessions(request: HttpRequest, page: Query[PageIn]):
+    items, count = await db(
+        selectors.session_page, owner=request.auth.owner, limit=page.limit, offset=page.offset
+    )
+    return {"items": items, "count": count, "limit": page.limit, "offset": page.offset}
 
 
 @router.get("/{key}", response=SessionOut)
@@ -93,4 +101,4 @@ async def set_fields(
 @router.delete("/{key}", response={204: None})
 async def delete_session(request: HttpRequest, key: str):
     await db(services.session_delete_for_owner, owner=request.auth.owner, key=key)
-    return 204, None
+    return Status(204, None)

@@ -92,9 +92,6 @@ def parse_form(raw: Any) -> list[FieldSpec]:
         raise FormSpecError(f"a form has at most {MAX_FIELDS} fields")
     form: list[FieldSpec] = []
     for index, item in enumerate(raw):
-        if isinstance(item, FieldSpec):
-            form.append(item)
-            continue
         if not isinstance(item, dict):
             raise FormSpecError(f"field {index}: must be an object")
         try:

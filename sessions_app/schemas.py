@@ -41,3 +41,15 @@ class FieldsPatchIn(Schema):
 
 class FieldsPatchOut(SessionOut):
     field_changes: dict[str, Any]
+
+
+class PageIn(Schema):
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0)
+
+
+class SessionPage(Schema):
+    items: list[SessionOut]
+    count: int
+    limit: int
+    offset: int

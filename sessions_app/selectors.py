@@ -35,6 +35,11 @@ def session_list(*, owner: str) -> QuerySet[AgentSession]:
     )
 
 
+def session_page(*, owner: str, limit: int, offset: int) -> tuple[list[AgentSession], int]:
+    sessions = session_list(owner=owner)
+    return list(sessions[offset : offset + limit]), sessions.count()
+
+
 def session_get_including_deleted(*, owner: str, key: str) -> AgentSession:
     """For delete, which must succeed again on a tombstone."""
     check_session_key(key)

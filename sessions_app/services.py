@@ -75,7 +75,7 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
 
 
 def default_form() -> list[dict[str, Any]]:
-    return form_spec.form_to_json(form_spec.parse_form(form_spec.DEFAULT_FORM))
+    return form_spec.form_to_json(form_spec.DEFAULT_FORM)
 
 
 def check_form(raw: Any) -> list[dict[str, Any]]:

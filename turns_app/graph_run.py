@@ -116,6 +116,7 @@ async def run_graph(claim: Claim, emit: Emit) -> Outcome:
         stage=values.get("stage") or claim.stage,
         snapshot={"messages": transcript, "asked_field": values.get("asked_field")},
         checkpoint_id=state.config["configurable"].get("checkpoint_id"),
+        thread_id=claim.thread_id,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -96,7 +96,7 @@ class Outcome:
     stage: str
     snapshot: dict[str, Any]
     checkpoint_id: str | None
-    extra: dict[str, Any] = field(default_factory=dict)
+    thread_id: str | None = None
 
 
 def _live(session: AgentSession, now) -> bool:
@@ -105,8 +105,14 @@ def _live(session: AgentSession, now) -> bool:
     )
 
 
-def _abort_locked(turn: AgentTurn, session: AgentSession, code: str, message: str) -> None:
-    """Call inside `transaction.atomic` with the session locked."""
+def _abort_locked(
+    turn: AgentTurn, session: AgentSession, code: str, message: str, *, purge: bool = False
+) -> None:
+    """Call inside `transaction.atomic` with the session locked. `purge` drops
+    the turn's checkpoint thread: only for a run known to be over (a dead
+    lease's process may still be writing; retention catches that one later)."""
+    if purge:
+        delete_threads([turn.checkpoint_thread])
     if turn.status == AgentTurn.Status.PENDING:
         turn.status = AgentTurn.Status.ABORTED
         turn.error = {"code": code, "message": message}
@@ -242,40 +248,51 @@ def turn_commit(*, turn_id: UUID, outcome: Outcome) -> str:
     with transaction.atomic():
         locked = _lock_for_turn(turn_id)
         if locked is None:
-            raise StaleTurn("the session was deleted while the turn ran")
-        turn, session = locked
-        now = timezone.now()
-        if turn.status != AgentTurn.Status.PENDING:
-            stale = f"the turn is already {turn.status}"
-        elif session.deleted_at is not None or session.epoch != turn.epoch:
+            # Deleted along with its session: what the run wrote is nobody's.
+            delete_threads([outcome.thread_id] if outcome.thread_id else [])
             stale = "the session was deleted while the turn ran"
-        elif session.version != turn.base_version:
-            stale = "the session's version moved while the turn ran"
-        elif session.active_turn_id != turn.id or not _live(session, now):
-            stale = "the turn lost its lease on the session"
-        if stale is not None:
-            _abort_locked(turn, session, "stale_turn", stale)
         else:
-            session.fields = outcome.fields
-            session.stage = outcome.stage
-            session.snapshot = outcome.snapshot
-            session.checkpoint_thread = turn.checkpoint_thread
-            session.committed_checkpoint_id = outcome.checkpoint_id
-            session.version += 1
-            session.turn_count += 1
-            session.active_turn_id = None
-            session.lease_expires_at = None
-            session.save()
-            turn.status = AgentTurn.Status.COMMITTED
-            turn.checkpoint_id = outcome.checkpoint_id
-            turn.finished_at = now
-            turn.result = render_result(turn, session, outcome)
-            turn.save(update_fields=["status", "checkpoint_id", "finished_at", "result"])
-            _apply_retention(session, turn)
+            turn, session = locked
+            stale = _commit_locked(turn, session, outcome)
     if stale is not None:
         raise StaleTurn(stale)
     faults.hit("after_commit")
     return turn.result
+
+
+def _commit_locked(turn: AgentTurn, session: AgentSession, outcome: Outcome) -> str | None:
+    """Call inside `transaction.atomic` with the session locked. Returns why
+    the turn is stale (and aborts it), or None once it is committed."""
+    now = timezone.now()
+    stale = None
+    if turn.status != AgentTurn.Status.PENDING:
+        stale = f"the turn is already {turn.status}"
+    elif session.deleted_at is not None or session.epoch != turn.epoch:
+        stale = "the session was deleted while the turn ran"
+    elif session.version != turn.base_version:
+        stale = "the session's version moved while the turn ran"
+    elif session.active_turn_id != turn.id or not _live(session, now):
+        stale = "the turn lost its lease on the session"
+    if stale is not None:
+        _abort_locked(turn, session, "stale_turn", stale, purge=True)
+        return stale
+    session.fields = outcome.fields
+    session.stage = outcome.stage
+    session.snapshot = outcome.snapshot
+    session.checkpoint_thread = turn.checkpoint_thread
+    session.committed_checkpoint_id = outcome.checkpoint_id
+    session.version += 1
+    session.turn_count += 1
+    session.active_turn_id = None
+    session.lease_expires_at = None
+    session.save()
+    turn.status = AgentTurn.Status.COMMITTED
+    turn.checkpoint_id = outcome.checkpoint_id
+    turn.finished_at = now
+    turn.result = render_result(turn, session, outcome)
+    turn.save(update_fields=["status", "checkpoint_id", "finished_at", "result"])
+    _apply_retention(session, turn)
+    return None
 
 
 def _apply_retention(session: AgentSession, turn: AgentTurn) -> None:
@@ -305,13 +322,14 @@ def _apply_retention(session: AgentSession, turn: AgentTurn) -> None:
 
 
 def turn_abort(*, turn_id: UUID, code: str, message: str) -> None:
-    """Marks a pending turn aborted and frees the session if it holds it."""
+    """Marks a pending turn aborted, drops its checkpoint thread, and frees
+    the session if the turn holds it. Call only once the run is over."""
     with transaction.atomic():
         locked = _lock_for_turn(turn_id)
         if locked is None:
             return
         turn, session = locked
-        _abort_locked(turn, session, code, message)
+        _abort_locked(turn, session, code, message, purge=True)
 
 
 def turns_abort_pending(*, reason: str = "the server restarted before the turn committed") -> int:

@@ -1,0 +1,127 @@
+"""Fixtures shared by the whole suite. The suite runs on whichever database
+DATABASE_URL names (SQLite file by default, PostgreSQL in CI's second run)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import AsyncClient
+
+from agentsite.agent import models as agent_models
+from agentsite.agent.checkpointer import checkpoint_tables, close_savers
+from agentsite.asyncdb import db
+from tests.fakes import Script, ScriptedModel
+
+
+def pytest_report_header(config):
+    from django.conf import settings
+
+    return f"database: {settings.DATABASES['default']['ENGINE']}"
+
+
+@pytest.fixture(autouse=True)
+def _clean_checkpoints(request):
+    """Django's flush knows only its models; the checkpointer's rows would
+    leak from one transactional test into the next."""
+    yield
+    if "transactional_db" not in request.fixturenames and "live_server" not in request.fixturenames:
+        return
+    django_db_blocker = request.getfixturevalue("django_db_blocker")
+    with django_db_blocker.unblock():
+        with connection.cursor() as cursor:
+            for table in checkpoint_tables():
+                cursor.execute(f"DELETE FROM {connection.ops.quote_name(table)}")
+
+
+@pytest.fixture(autouse=True)
+async def _close_loop_savers():
+    yield
+    await close_savers()
+
+
+@pytest.fixture
+def script(settings) -> Script:
+    """Switch AGENT_MODEL to a scripted model for this test."""
+    state = Script()
+    agent_models.register_model("scripted", lambda: ScriptedModel(script=state))
+    settings.AGENT_MODEL = "scripted"
+    yield state
+    agent_models.unregister_model("scripted")
+
+
+@pytest.fixture
+def make_key(transactional_db) -> Callable[[str], str]:
+    from sessions_app.services import api_key_create
+
+    def make(owner: str = "alice") -> str:
+        return api_key_create(owner=owner)[1]
+
+    return make
+
+
+@pytest.fixture
+def alice(make_key) -> str:
+    return make_key("alice")
+
+
+@pytest.fixture
+def bob(make_key) -> str:
+    return make_key("bob")
+
+
+class Api:
+    """Django's AsyncClient through the full ASGI handler, with a bearer key."""
+
+    def __init__(self, key: str | None) -> None:
+        self.client = AsyncClient()
+        self.key = key
+
+    def _headers(self, headers: dict[str, str] | None) -> dict[str, str]:
+        out = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        out.update(headers or {})
+        return out
+
+    async def call(self, method: str, path: str, body: Any = None, headers=None, raw: str | None = None):
+        fn = getattr(self.client, method.lower())
+        kwargs: dict[str, Any] = {"headers": self._headers(headers)}
+        if raw is not None:
+            kwargs.update(data=raw, content_type="application/json")
+        elif body is not None:
+            kwargs.update(data=body, content_type="application/json")
+        return await fn(f"/api{path}", **kwargs)
+
+    async def chat(self, key: str, text: str, idem: str | None = None, **extra):
+        headers = {"Idempotency-Key": idem} if idem is not None else None
+        return await self.call("POST", f"/sessions/{key}/turns", {"text": text, **extra}, headers)
+
+
+@pytest.fixture
+def api(alice) -> Api:
+    return Api(alice)
+
+
+@pytest.fixture
+def api_bob(bob) -> Api:
+    return Api(bob)
+
+
+def run_in_new_loop(coro_fn: Callable[[], Any]) -> Any:
+    """Run a coroutine on a fresh event loop (one per thread), closing that
+    loop's checkpointer before the loop goes away."""
+
+    async def main():
+        try:
+            return await coro_fn()
+        finally:
+            await close_savers()
+
+    return asyncio.run(main())
+
+
+async def orm(fn: Callable[..., Any], **kwargs: Any) -> Any:
+    """Run ORM code from an async test, on a worker thread that closes its connection."""
+    return await db(fn, **kwargs)
