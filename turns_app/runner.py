@@ -192,6 +192,14 @@ class TurnRun:
         except asyncio.CancelledError:
             await asyncio.wait([commit])
             raise
+        except (ApiError, StorageUnavailable):
+            raise
+        except Exception:
+            # A bug, not an outage: the commit's transaction rolled back, so
+            # free the session now rather than after the lease.
+            logger.exception("turn %s: the commit failed", self.turn_id)
+            await self._abort(ApiError("the commit failed"), code="commit_failed")
+            raise
 
 
 _running: dict[UUID, TurnRun] = {}

@@ -1,0 +1,144 @@
+"""`manage.py migrate` installs everything, and the server refuses to start on
+a database that is not ready. Each test makes a fresh database of the kind
+the suite runs on (an SQLite file, or a new PostgreSQL database) and runs
+the real commands in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from agentsite.agent.checkpointer import POSTGRES_TABLES, SQLITE_TABLES, is_postgres, postgres_conninfo
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def fresh_database_url(tmp_path):
+    """A DATABASE_URL for an empty database on the suite's backend."""
+    settings_dict = connection.settings_dict
+    if not is_postgres(settings_dict):
+        yield f"sqlite:///{tmp_path / 'fresh.sqlite3'}", tmp_path / "fresh.sqlite3"
+        return
+    import psycopg
+
+    name = f"agentsite_fresh_{uuid.uuid4().hex[:10]}"
+    admin = postgres_conninfo({**settings_dict, "NAME": "postgres"})
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    user = settings_dict.get("USER") or ""
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    auth = f"{user}{password}@" if user else ""
+    try:
+        yield f"postgres://{auth}{host}:{port}/{name}", name
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run(args: list[str], database_url: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def table_names(database_url: str) -> set[str]:
+    probe = run(
+        ["-c", "import django; django.setup(); from django.db import connection; "
+         "print(','.join(connection.introspection.table_names()))"],
+        database_url,
+    )
+    assert probe.returncode == 0, probe.stderr
+    return set(probe.stdout.strip().split(","))
+
+
+SERVE = ["-c", "import agentsite.asgi; print('serving')"]
+
+
+def test_unmigrated_database_refuses_to_start(fresh_database_url):
+    url, _ = fresh_database_url
+    result = run(SERVE, url)
+    assert result.returncode != 0
+    assert "manage.py migrate" in result.stderr
+    assert "serving" not in result.stdout
+
+
+def test_migrate_installs_checkpointer_tables_and_is_idempotent(fresh_database_url):
+    url, _ = fresh_database_url
+    first = run(["manage.py", "migrate", "--noinput"], url)
+    assert first.returncode == 0, first.stderr
+    assert "turns_app.0002_checkpointer_tables... OK" in first.stdout
+    expected = POSTGRES_TABLES if url.startswith("postgres") else SQLITE_TABLES
+    tables = table_names(url)
+    assert {"agent_sessions", "agent_turns", "agent_api_keys", *expected} <= tables
+
+    second = run(["manage.py", "migrate", "--noinput"], url)
+    assert second.returncode == 0, second.stderr
+    assert "No migrations to apply" in second.stdout
+    assert table_names(url) == tables
+
+    started = run(SERVE, url)
+    assert started.returncode == 0, started.stderr
+    assert "serving" in started.stdout
+
+
+def test_checkpointer_tables_missing_refuses_to_start(fresh_database_url):
+    """Business tables migrated, checkpointer tables dropped by hand: the
+    server must not come up and half-work."""
+    url, _ = fresh_database_url
+    assert run(["manage.py", "migrate", "--noinput"], url).returncode == 0
+    drop = run(
+        ["-c", "import django; django.setup(); from django.db import connection; "
+         "c = connection.cursor(); c.execute('DROP TABLE checkpoints')"],
+        url,
+    )
+    assert drop.returncode == 0, drop.stderr
+    result = run(SERVE, url)
+    assert result.returncode != 0
+    assert "manage.py migrate" in result.stderr
+
+
+def test_second_sqlite_server_refuses_to_start(tmp_path):
+    """SQLite mode is single-process; the lock is the serving process's only
+    (migrate and other commands never take it)."""
+    url = f"sqlite:///{tmp_path / 'one.sqlite3'}"
+    assert run(["manage.py", "migrate", "--noinput"], url).returncode == 0
+    first = subprocess.Popen(
+        [sys.executable, "-c", "import agentsite.asgi, sys; print('up', flush=True); sys.stdin.read()"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "agentsite.settings"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert first.stdout.readline().strip() == "up"
+        second = run(SERVE, url)
+        assert second.returncode != 0
+        assert "already serving" in second.stderr
+        assert "one server process per database file" in second.stderr
+        # Management commands are not servers: they still work.
+        assert run(["manage.py", "migrate", "--noinput"], url).returncode == 0
+    finally:
+        first.stdin.close()
+        first.wait(timeout=30)
+    # Once the first has gone, a new server starts.
+    assert run(SERVE, url).returncode == 0

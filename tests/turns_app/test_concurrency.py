@@ -1,0 +1,142 @@
+"""Concurrent clients against the real database: threads, each with its own
+event loop, checkpointer and database connections, as separate workers
+would have."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from agentsite.errors import SessionBusy, VersionConflict
+from sessions_app.models import AgentSession
+from sessions_app.services import session_set_fields
+from tests.conftest import orm, run_in_new_loop
+from turns_app.models import AgentTurn
+from turns_app.protocol import Replay
+from turns_app.runner import await_turn, start_turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def chat_in_thread(key: str, text: str, barrier: threading.Barrier) -> dict:
+    async def go():
+        barrier.wait(timeout=10)
+        try:
+            run = await start_turn(
+                owner="alice",
+                key=key,
+                request={"text": text, "client_mode": "chat", "need_form_update": True},
+                idempotency_key=None,
+            )
+        except SessionBusy:
+            return {"busy": True}
+        assert not isinstance(run, Replay)
+        import json
+
+        return json.loads(await await_turn(run))
+
+    return run_in_new_loop(go)
+
+
+def committed_state(key: str):
+    session = AgentSession.objects.get(owner="alice", key=key)
+    turns = list(AgentTurn.objects.filter(session=session).order_by("number"))
+    return session, turns
+
+
+@pytest.mark.parametrize("wait_seconds", [30, 0.05], ids=["all-wait", "some-busy"])
+async def test_eight_concurrent_chats_on_one_session(alice, settings, wait_seconds):
+    settings.AGENT_OFFLINE_TOKEN_DELAY_MS = 2
+    settings.AGENT_SESSION_WAIT_SECONDS = wait_seconds
+    texts = [f"message number {i}" for i in range(8)]
+    barrier = threading.Barrier(len(texts))
+
+    def run_all():
+        with ThreadPoolExecutor(len(texts)) as pool:
+            return list(pool.map(lambda t: chat_in_thread("shared", t, barrier), texts))
+
+    import asyncio
+
+    results = await asyncio.to_thread(run_all)
+    done = [r for r in results if not r.get("busy")]
+    busy = [r for r in results if r.get("busy")]
+    assert len(done) + len(busy) == 8
+    if wait_seconds == 30:
+        assert not busy
+    assert done, "at least the first claim must win"
+
+    session, turns = await orm(committed_state, key="shared")
+    # Committed in sequence: versions 1..n, each exactly once.
+    assert sorted(r["version"] for r in done) == list(range(1, len(done) + 1))
+    assert session.version == len(done)
+    assert [t.status for t in turns] == ["committed"] * len(done)
+    assert [t.number for t in turns] == list(range(1, len(done) + 1))
+    assert session.active_turn_id is None
+    # Every committed turn's two messages, none lost, none duplicated.
+    messages = session.snapshot["messages"]
+    assert len(messages) == 2 * len(done)
+    user_texts = [m["content"] for m in messages if m["role"] == "user"]
+    assert sorted(user_texts) == sorted(
+        t for t in texts if any(t == turn.request["text"] for turn in turns)
+    )
+    assert len(set(user_texts)) == len(user_texts)
+
+
+async def test_set_fields_racing_chat(alice, settings):
+    """Set-fields and chat share the session lock: each write lands whole,
+    versions stay gapless, and a set-fields that lost the race is refused
+    (stale version or busy) rather than applied on top."""
+    settings.AGENT_OFFLINE_TOKEN_DELAY_MS = 2
+    settings.AGENT_SESSION_WAIT_SECONDS = 30
+    barrier = threading.Barrier(8)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def setter(i: int):
+        barrier.wait(timeout=10)
+        from django.db import connection
+
+        try:
+            session_set_fields(owner="alice", key="race", values={"notes": f"note {i}"}, expected_version=0)
+            result = "set"
+        except (VersionConflict, SessionBusy) as exc:
+            result = type(exc).__name__
+        finally:
+            connection.close()
+        with lock:
+            outcomes.append(result)
+
+    def chatter(i: int):
+        r = chat_in_thread("race", f"chat {i}", barrier)
+        with lock:
+            outcomes.append("busy" if r.get("busy") else "chat")
+
+    await orm(lambda: AgentSession.objects.create(owner="alice", key="race", form=_default_form()))
+
+    def run_all():
+        with ThreadPoolExecutor(8) as pool:
+            futures = [pool.submit(setter, i) for i in range(4)] + [pool.submit(chatter, i) for i in range(4)]
+            for f in futures:
+                f.result(timeout=60)
+
+    import asyncio
+
+    await asyncio.to_thread(run_all)
+    session, turns = await orm(committed_state, key="race")
+    sets = outcomes.count("set")
+    chats = outcomes.count("chat")
+    # Exactly one set-fields can match version 0, and only if no chat committed first.
+    assert sets <= 1
+    assert session.version == sets + chats
+    assert [t.status for t in turns] == ["committed"] * chats
+    assert len(session.snapshot.get("messages", [])) == 2 * chats
+    if sets:
+        assert session.fields["notes"].startswith("note ")
+
+
+def _default_form():
+    from sessions_app.services import default_form
+
+    return default_form()

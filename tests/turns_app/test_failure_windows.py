@@ -1,0 +1,171 @@
+"""DESIGN.md's failure windows, with the crash simulated in-process: the
+protocol's steps are called one by one and the process "dies" between two of
+them (nothing after the crash point runs). Killing real server processes is
+tests/system's job."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+
+from agentsite.agent.checkpointer import delete_threads
+from sessions_app.models import AgentSession
+from tests.conftest import orm
+from turns_app.graph_run import run_graph
+from turns_app.models import AgentTurn
+from turns_app.protocol import turn_claim, turn_commit, turns_abort_pending
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REQUEST = {"client_mode": "chat", "need_form_update": True}
+
+
+async def _no_events(event, data):
+    return None
+
+
+def thread_rows(thread_id: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM {connection.ops.quote_name('checkpoints')} WHERE thread_id = %s",
+            [thread_id],
+        )
+        return cursor.fetchone()[0]
+
+
+def session_row(key: str = "s1") -> AgentSession:
+    return AgentSession.objects.get(owner="alice", key=key)
+
+
+def turn_rows() -> list[AgentTurn]:
+    return list(AgentTurn.objects.order_by("number"))
+
+
+async def claim(text: str, idem: str | None = None):
+    return await orm(
+        turn_claim, owner="alice", key="s1", request={"text": text, **REQUEST}, idempotency_key=idem
+    )
+
+
+async def test_crash_after_checkpoint_before_commit(api, script):
+    """Checkpoint written, business commit not: the pending turn is aborted
+    (at start-up in single-process mode, or by lease expiry) and the next turn
+    starts from the last committed state."""
+    await api.chat("s1", "hello")
+    await api.chat("s1", "Ada Lovelace")
+    before = await orm(session_row)
+
+    lost = await claim("ada@example.com")
+    outcome = await run_graph(lost, _no_events)
+    assert await orm(thread_rows, thread_id=lost.thread_id) == 1  # the checkpoint landed
+    # -- crash: turn_commit never runs --
+
+    assert await orm(turns_abort_pending) == 1  # what start-up does
+    after = await orm(session_row)
+    assert (after.version, after.fields, after.snapshot) == (
+        before.version,
+        before.fields,
+        before.snapshot,
+    )
+    assert after.active_turn_id is None
+    assert (await orm(turn_rows))[-1].status == "aborted"
+    assert outcome.fields.get("email") == "ada@example.com"  # what would have landed
+
+    reply = json.loads((await api.chat("s1", "2031-05-06")).content)
+    assert reply["version"] == before.version + 1
+    assert "email" not in reply["fields"]
+    prompt = " ".join(str(m.content) for m in script.last("reply")["messages"])
+    assert "ada@example.com" not in prompt
+    # Nothing reads the dead turn's checkpoint thread; it is gone.
+    assert await orm(thread_rows, thread_id=lost.thread_id) == 0
+
+
+async def test_lease_expiry_aborts_dead_turn(api, script, settings):
+    """Same window on a shared database: nobody restarts, the lease runs out
+    and the next claim aborts the dead turn."""
+    settings.AGENT_TURN_LEASE_SECONDS = 0.2
+    await api.chat("s1", "hello")
+    dead = await claim("Ada Lovelace")
+    await run_graph(dead, _no_events)
+    # -- the process holding `dead` is gone; its lease is not renewed --
+    busy = await api.chat("s1", "Grace Hopper")
+    assert busy.status_code == 200  # waited for the lease, then proceeded
+    statuses = [(t.status, (t.error or {}).get("code")) for t in await orm(turn_rows)]
+    assert statuses == [("committed", None), ("aborted", "lease_expired"), ("committed", None)]
+    assert (await orm(session_row)).fields["name"] == "Grace Hopper"
+    # The dead run's process might still have been writing when its lease was
+    # taken, so its thread is left alone then and swept by the next commit.
+    assert await orm(thread_rows, thread_id=dead.thread_id) == 0
+
+
+async def test_checkpoint_missing_after_commit_rebuilds_from_snapshot(api, script):
+    """Business committed, checkpoint gone: the snapshot wins, the checkpoint
+    is rebuilt, and no field change is applied twice."""
+    await api.chat("s1", "hello")
+    await api.chat("s1", "Ada Lovelace")
+    row = await orm(session_row)
+    await orm(delete_threads, thread_ids=[row.checkpoint_thread])
+    assert await orm(thread_rows, thread_id=row.checkpoint_thread) == 0
+
+    reply = json.loads((await api.chat("s1", "ada@example.com")).content)
+    assert reply["version"] == row.version + 1
+    assert reply["field_changes"] == {"email": "ada@example.com"}  # name not re-applied
+    assert reply["fields"] == {"name": "Ada Lovelace", "email": "ada@example.com"}
+    prompt = [str(m.content) for m in script.last("reply")["messages"]]
+    assert "Ada Lovelace" in prompt  # the conversation came back from the snapshot
+    rebuilt = await orm(session_row)
+    assert await orm(thread_rows, thread_id=rebuilt.checkpoint_thread) == 1
+    assert rebuilt.committed_checkpoint_id
+
+
+async def test_checkpoint_behind_after_commit_uses_snapshot(api, script, settings):
+    """Business committed, the checkpointer rolled back to an older commit:
+    the older checkpoint exists but is not the committed one, so it is not used."""
+    settings.AGENT_CHECKPOINT_KEEP = 2
+    await api.chat("s1", "hello")
+    await api.chat("s1", "Ada Lovelace")
+    row = await orm(session_row)
+    older = [t for t in await orm(turn_rows) if t.status == "committed"][-2]
+    await orm(delete_threads, thread_ids=[row.checkpoint_thread])
+    assert await orm(thread_rows, thread_id=older.checkpoint_thread) == 1  # "behind"
+
+    reply = json.loads((await api.chat("s1", "ada@example.com")).content)
+    assert reply["fields"] == {"name": "Ada Lovelace", "email": "ada@example.com"}
+    prompt = [str(m.content) for m in script.last("reply")["messages"]]
+    assert prompt.count("Ada Lovelace") == 1
+
+
+async def test_crash_after_commit_before_response_replays(api, script):
+    """Business committed, response lost: the retry with the same key gets
+    the stored result, byte for byte, and the model is not called again."""
+    await api.chat("s1", "hello")
+    claimed = await claim("Ada Lovelace", idem="retry-me")
+    outcome = await run_graph(claimed, _no_events)
+    stored = await orm(turn_commit, turn_id=claimed.turn_id, outcome=outcome)
+    # -- crash: the response never left the process --
+    calls = script.count()
+    version = (await orm(session_row)).version
+
+    retry = await api.chat("s1", "Ada Lovelace", idem="retry-me")
+    assert retry.status_code == 200
+    assert retry.content.decode() == stored
+    assert script.count() == calls
+    assert (await orm(session_row)).version == version
+
+
+async def test_unexpected_commit_failure_is_not_done(api, script, monkeypatch):
+    """An unexpected error at the commit (here the fault hook in `raise`
+    mode): the client gets an error, never the body; nothing lands, and the
+    turn is aborted so the session is free again at once."""
+    monkeypatch.setenv("AGENT_FAULT_POINT", "before_commit")
+    monkeypatch.setenv("AGENT_FAULT_ACTION", "raise")
+    response = await api.chat("s1", "hello")
+    assert response.status_code == 500
+    assert json.loads(response.content)["error"]["code"] == "internal_error"
+    row = await orm(session_row)
+    assert (row.version, row.snapshot, row.active_turn_id) == (0, {}, None)
+    assert [t.status for t in await orm(turn_rows)] == ["aborted"]
+    monkeypatch.delenv("AGENT_FAULT_POINT")
+    assert (await api.chat("s1", "hello")).status_code == 200
