@@ -141,7 +141,12 @@ def _database_from_url(url: str) -> dict:
         # The checkpointer opens the test database by name, so it must be a file.
         config["TEST"] = {"NAME": str(name.with_name(f"test_{name.name}"))}
     elif engine in {"django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis"}:
-        config.setdefault("OPTIONS", {})
+        # Django's psycopg pool: protocol steps run on worker threads and
+        # close their connection after each step (CONN_MAX_AGE=0, as ASGI
+        # wants); the pool makes that close/open cheap.
+        config.setdefault("OPTIONS", {}).setdefault(
+            "pool", {"min_size": 1, "max_size": env_number("DB_POOL_MAX_SIZE", 20, cast=int, minimum=1)}
+        )
     else:
         raise ImproperlyConfigured(
             f"DATABASE_URL selects {engine}; agentsite supports PostgreSQL and SQLite only."
