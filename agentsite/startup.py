@@ -67,6 +67,25 @@ def lock_sqlite_file() -> None:
     _lock_handle = handle
 
 
+def install_shutdown_hook() -> None:
+    """daphne speaks no ASGI lifespan, so the checkpointer's pool is closed
+    from the Twisted reactor's shutdown instead, on the loop that opened it."""
+    import sys
+
+    if "twisted.internet.reactor" not in sys.modules:
+        return  # not under daphne: the process exit closes the sockets
+    import asyncio
+
+    from twisted.internet import defer, reactor
+
+    from agentsite.agent.checkpointer import close_savers
+
+    def close() -> defer.Deferred:
+        return defer.Deferred.fromFuture(asyncio.ensure_future(close_savers()))
+
+    reactor.addSystemEventTrigger("before", "shutdown", close)
+
+
 def prepare_serving() -> None:
     from turns_app.protocol import turns_abort_pending
 
@@ -77,3 +96,4 @@ def prepare_serving() -> None:
         if aborted:
             logger.warning("aborted %d turn(s) left pending by a previous server", aborted)
     connections.close_all()
+    install_shutdown_hook()
