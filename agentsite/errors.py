@@ -28,6 +28,7 @@ class ErrorCode(StrEnum):
     MODEL_TIMEOUT = "model_timeout"
     STORAGE_UNAVAILABLE = "storage_unavailable"
     TURN_CANCELLED = "turn_cancelled"
+    NOT_FOUND = "not_found"
 
 
 class ApiError(Exception):

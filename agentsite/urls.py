@@ -1,9 +1,21 @@
 from django.contrib import admin
-from django.urls import path
+from django.http import HttpRequest, JsonResponse
+from django.urls import path, re_path
 
 from agentsite.api import api
+from agentsite.errors import ErrorCode
+
+
+def api_route_not_found(request: HttpRequest, rest: str) -> JsonResponse:
+    # A path under /api/ that no endpoint matches (e.g. a key with an encoded
+    # "/", which Django decodes before routing) still answers the error contract.
+    return JsonResponse(
+        {"error": {"code": str(ErrorCode.NOT_FOUND), "message": f"no endpoint at {request.path}"}}, status=404
+    )
+
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
+    re_path(r"^api/(?P<rest>.*)$", api_route_not_found),
 ]
