@@ -32,6 +32,7 @@ from sessions_app.selectors import check_session_key
 from sessions_app.services import session_lock_or_create
 from turns_app import faults
 from turns_app.models import AgentTurn, checkpoint_thread_id
+from turns_app.retention import retention_apply
 
 logger = logging.getLogger(__name__)
 
@@ -291,34 +292,8 @@ def _commit_locked(turn: AgentTurn, session: AgentSession, outcome: Outcome) -> 
     turn.finished_at = now
     turn.result = render_result(turn, session, outcome)
     turn.save(update_fields=["status", "checkpoint_id", "finished_at", "result"])
-    _apply_retention(session, turn)
+    retention_apply(session=session, turn=turn)
     return None
-
-
-def _apply_retention(session: AgentSession, turn: AgentTurn) -> None:
-    """Call inside the commit's transaction. Keeps the checkpoint threads of
-    the last `AGENT_CHECKPOINT_KEEP` committed turns and drops the threads of
-    every turn before the newest of them: aborted runs, and committed ones
-    that fell out of the window. Turns older than the previous window were
-    dropped by an earlier commit, so the work per commit stays bounded."""
-    keep = settings.AGENT_CHECKPOINT_KEEP
-    committed = list(
-        AgentTurn.objects.filter(
-            session=session, epoch=turn.epoch, status=AgentTurn.Status.COMMITTED
-        )
-        .order_by("-number")
-        .values_list("id", "number")[: keep + 1]
-    )
-    kept = {turn_id for turn_id, _ in committed[:keep]}
-    floor = committed[keep][1] if len(committed) > keep else 0
-    candidates = (
-        AgentTurn.objects.filter(
-            session=session, epoch=turn.epoch, number__gte=floor, number__lt=turn.number
-        )
-        .exclude(id__in=kept)
-        .values_list("id", flat=True)
-    )
-    delete_threads(sorted(checkpoint_thread_id(session.id, turn.epoch, t) for t in candidates))
 
 
 def turn_abort(*, turn_id: UUID, code: str, message: str) -> None:

@@ -68,3 +68,40 @@ def _blob_threads(session_id) -> set[str]:
             "SELECT DISTINCT thread_id FROM checkpoint_blobs WHERE thread_id LIKE %s", [f"{session_id}:%"]
         )
         return {row[0] for row in cursor.fetchall()}
+
+
+async def test_sweep_drops_late_writes_of_a_deleted_epoch(api, script):
+    """A run still writing after its session was deleted lands in a thread
+    nobody reads; `manage.py sweep_checkpoints` removes it and nothing else."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from turns_app.graph_run import run_graph
+    from turns_app.protocol import turn_claim
+
+    await api.chat("keep-me", "hello")
+    await api.chat("s1", "hello")
+    zombie = await orm(
+        turn_claim,
+        owner="alice",
+        key="s1",
+        request={"text": "late", "client_mode": "chat", "need_form_update": True},
+        idempotency_key=None,
+    )
+    assert (await api.call("DELETE", "/sessions/s1")).status_code == 204
+
+    async def ignore(event, data):
+        return None
+
+    await run_graph(zombie, ignore)  # the late write, after the purge
+    deleted = await orm(lambda: AgentSession.objects.get(key="s1"))
+    live = await orm(lambda: AgentSession.objects.get(key="keep-me"))
+    assert await orm(kept_threads, session_id=deleted.id) == {zombie.thread_id}
+    before_live = await orm(kept_threads, session_id=live.id)
+
+    out = StringIO()
+    await orm(call_command, command_name="sweep_checkpoints", stdout=out)
+    assert "dropped 1 checkpoint thread(s)" in out.getvalue()
+    assert await orm(kept_threads, session_id=deleted.id) == set()
+    assert await orm(kept_threads, session_id=live.id) == before_live == {live.checkpoint_thread}

@@ -1,0 +1,186 @@
+"""Turns in the admin: a read-only inline on the session page and a read-only
+turn page. Turns are written by the turn protocol only (DESIGN.md); nothing
+here can add, change or delete one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.forms.models import BaseInlineFormSet
+from django.urls import reverse
+from django.utils.html import format_html
+
+from turns_app.models import AgentTurn
+
+# The inline shows this many turns, newest first; the turn list has them all.
+INLINE_TURNS_SHOWN = 100
+DIGEST_PREFIX_CHARS = 12
+
+
+def pretty_json(value: Any) -> str:
+    """A read-only `<pre>` block of indented JSON (escaped)."""
+    if value is None or value == "":
+        return "—"
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    return format_html('<pre class="agentsite-json">{}</pre>', text)
+
+
+def pretty_json_text(raw: str | None) -> str:
+    """Stored JSON text (a turn's committed body) shown indented; text that is
+    not JSON is shown as it is."""
+    if not raw:
+        return "—"
+    try:
+        return pretty_json(json.loads(raw))
+    except ValueError:
+        return format_html('<pre class="agentsite-json">{}</pre>', raw)
+
+
+def error_summary(error: Any) -> str:
+    if not error:
+        return ""
+    if isinstance(error, dict):
+        return f"{error.get('code', '?')}: {error.get('message', '')}"
+    return str(error)
+
+
+class _ReadOnly:
+    """Nothing is added, changed or deleted by hand."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class _NewestTurnsFormSet(BaseInlineFormSet):
+    def get_queryset(self):
+        if not hasattr(self, "_newest"):
+            self._newest = super().get_queryset()[:INLINE_TURNS_SHOWN]
+        return self._newest
+
+
+class AgentTurnInline(_ReadOnly, admin.TabularInline):
+    model = AgentTurn
+    formset = _NewestTurnsFormSet
+    fk_name = "session"
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    verbose_name_plural = f"Turns (newest first, at most {INLINE_TURNS_SHOWN})"
+    fields = (
+        "number",
+        "epoch",
+        "status",
+        "idempotency_key",
+        "digest_prefix",
+        "created_at",
+        "finished_at",
+        "error_text",
+    )
+    readonly_fields = fields
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).order_by("-epoch", "-number")
+
+    @admin.display(description="digest")
+    def digest_prefix(self, turn: AgentTurn) -> str:
+        return f"{turn.request_digest[:DIGEST_PREFIX_CHARS]}…" if turn.request_digest else ""
+
+    @admin.display(description="error")
+    def error_text(self, turn: AgentTurn) -> str:
+        return error_summary(turn.error)
+
+
+@admin.register(AgentTurn)
+class AgentTurnAdmin(_ReadOnly, admin.ModelAdmin):
+    list_display = (
+        "__str__",
+        "session_key",
+        "session_owner",
+        "epoch",
+        "number",
+        "status",
+        "idempotency_key",
+        "created_at",
+        "finished_at",
+    )
+    list_display_links = ("__str__",)
+    list_filter = ("status",)
+    list_select_related = ("session",)
+    search_fields = ("session__key", "idempotency_key")
+    ordering = ("-created_at",)
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "session_link",
+                    "id",
+                    "epoch",
+                    "number",
+                    "base_version",
+                    "status",
+                    "idempotency_key",
+                    "request_digest",
+                    "created_at",
+                    "finished_at",
+                    "checkpoint_id",
+                    "checkpoint_thread",
+                )
+            },
+        ),
+        ("Request", {"fields": ("request_json",)}),
+        ("Committed result", {"fields": ("result_json",)}),
+        ("Error", {"fields": ("error_json",)}),
+    )
+    readonly_fields = (
+        "session_link",
+        "id",
+        "epoch",
+        "number",
+        "base_version",
+        "status",
+        "idempotency_key",
+        "request_digest",
+        "created_at",
+        "finished_at",
+        "checkpoint_id",
+        "checkpoint_thread",
+        "request_json",
+        "result_json",
+        "error_json",
+    )
+
+    @admin.display(description="session", ordering="session__key")
+    def session_key(self, turn: AgentTurn) -> str:
+        return turn.session.key
+
+    @admin.display(description="owner", ordering="session__owner")
+    def session_owner(self, turn: AgentTurn) -> str:
+        return turn.session.owner
+
+    @admin.display(description="session")
+    def session_link(self, turn: AgentTurn) -> str:
+        url = reverse("admin:sessions_app_agentsession_change", args=[turn.session_id])
+        return format_html('<a href="{}">{}</a>', url, turn.session)
+
+    @admin.display(description="request")
+    def request_json(self, turn: AgentTurn) -> str:
+        return pretty_json(turn.request)
+
+    @admin.display(description="result")
+    def result_json(self, turn: AgentTurn) -> str:
+        return pretty_json_text(turn.result)
+
+    @admin.display(description="error")
+    def error_json(self, turn: AgentTurn) -> str:
+        return pretty_json(turn.error)

@@ -1,0 +1,20 @@
+from django.core.management.base import BaseCommand
+
+from turns_app.retention import checkpoints_sweep
+
+
+class Command(BaseCommand):
+    help = (
+        "Drop checkpoint threads no session reads any more (late writes from deleted "
+        "epochs, runs whose lease was taken). Safe while serving; run it from cron."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--dry-run", action="store_true", help="list, do not delete")
+
+    def handle(self, *args, dry_run: bool = False, **options):
+        dropped = checkpoints_sweep(dry_run=dry_run)
+        verb = "would drop" if dry_run else "dropped"
+        self.stdout.write(f"{verb} {len(dropped)} checkpoint thread(s)")
+        for thread_id in dropped:
+            self.stdout.write(f"  {thread_id}", style_func=None)
