@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 from ninja.security import HttpBearer
 
 from agentsite.asyncdb import db, is_storage_error
@@ -33,7 +36,30 @@ class ApiKeyAuth(HttpBearer):
         return await db(api_key_authenticate, raw=token.strip())
 
 
+def reject_nul(data: Any, where: str = "body") -> None:
+    """PostgreSQL cannot store U+0000 in text or jsonb (SQLite can): refuse it
+    at the door, the same way on both, instead of failing at the write."""
+    if isinstance(data, str):
+        if "\x00" in data:
+            raise ValidationFailed(f"{where}: the NUL character (U+0000) is not allowed")
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            reject_nul(key, where)
+            reject_nul(value, f"{where}.{key}")
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            reject_nul(value, f"{where}[{index}]")
+
+
+class JsonParser(Parser):
+    def parse_body(self, request: HttpRequest) -> Any:
+        data = json.loads(request.body)
+        reject_nul(data)
+        return data
+
+
 api = NinjaAPI(
+    parser=JsonParser(),
     title="agentsite",
     version="1.0",
     description="Durable LangGraph chat sessions. Errors are `{\"error\": {\"code\", \"message\"}}`.",
@@ -71,6 +97,8 @@ def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpRespons
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, ApiError):  # raised by JsonParser, wrapped by ninja
+        return error_response(request, exc.__cause__)
     if exc.status_code == 400:
         return error_response(request, MalformedRequest())
     error = ApiError(str(exc))

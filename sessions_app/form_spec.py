@@ -152,6 +152,8 @@ def _coerce_string(spec: FieldSpec, value: Any) -> str:
         raise _Invalid("must not be empty")
     if len(text) > MAX_STRING_LENGTH:
         raise _Invalid(f"must be at most {MAX_STRING_LENGTH} characters")
+    if "\x00" in text:  # a model's output may carry it; PostgreSQL cannot store it
+        raise _Invalid("must not contain the NUL character")
     return text
 
 

@@ -103,7 +103,8 @@ async def run_graph(claim: Claim, emit: Emit) -> Outcome:
                     )
     state = await graph.aget_state(config)
     values = state.values
-    reply = _last_reply(values.get("messages", []))
+    # A model may emit U+0000, which PostgreSQL's jsonb cannot hold.
+    reply = _last_reply(values.get("messages", [])).replace("\x00", "")
     transcript = [
         *claim.snapshot.get("messages", []),
         {"role": "user", "content": text, "turn_id": str(claim.turn_id)},

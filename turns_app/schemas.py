@@ -22,6 +22,8 @@ class ChatIn(Schema):
     def not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("text must not be empty or whitespace")
+        if "\x00" in value:  # PostgreSQL cannot store it; refused on every backend
+            raise ValueError("text must not contain the NUL character (U+0000)")
         return value
 
     def canonical(self) -> dict[str, Any]:

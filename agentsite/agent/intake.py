@@ -46,12 +46,14 @@ def build_intake_graph(
         fields = dict(state.get("fields") or {})
         if not state.get("need_form_update", True):
             return {"fields": fields, "field_changes": {}, "rejected": []}
+        asked = state.get("asked_field")
+        # A field set since the question (set-fields) is no longer the one asked:
+        # the next message must not be read as its answer.
+        if asked is not None and fields.get(asked) is not None:
+            asked = None
         prompt = [
             SystemMessage(
-                render_task(
-                    TASK_EXTRACT,
-                    {"form": state["form"], "fields": fields, "asked_field": state.get("asked_field")},
-                )
+                render_task(TASK_EXTRACT, {"form": state["form"], "fields": fields, "asked_field": asked})
             ),
             HumanMessage(_latest_user_text(state["messages"])),
         ]

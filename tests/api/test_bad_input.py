@@ -34,8 +34,28 @@ async def state() -> dict[str, Any]:
     return await orm(_state)
 
 
+class Failures:
+    """Collects assertion failures across a loop, so one test reports every
+    case that went wrong instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+
+    async def check(self, label: str, coro) -> None:
+        try:
+            await coro
+        except AssertionError as exc:
+            self.failures.append(f"{label}: {exc}")
+
+    def __bool__(self) -> bool:
+        return bool(self.failures)
+
+    def __str__(self) -> str:
+        return "\n".join(self.failures)
+
+
 def assert_error(response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, (response.status_code, response.content)
+    assert response.status_code == status, (response.status_code, response.content[:200])
     assert response["Content-Type"].startswith("application/json"), response["Content-Type"]
     body = json.loads(response.content)
     assert set(body) == {"error"}, body
@@ -83,26 +103,27 @@ BAD_CHAT_BODIES = {
 }
 
 
-@pytest.mark.parametrize("target", ["s1", "fresh"], ids=["existing", "unknown_key"])
 @pytest.mark.parametrize("body", BAD_CHAT_BODIES.values(), ids=BAD_CHAT_BODIES.keys())
-async def test_chat_bad_body_is_422_and_writes_nothing(api, script, seeded, body, target):
-    response = await api.call("POST", f"/sessions/{target}/turns", body)
-    assert_error(response, 422, "validation_error")
-    assert script.count() == 0
-    assert await state() == seeded
+async def test_chat_bad_body_is_422_and_writes_nothing(api, script, seeded, body):
+    # On alice's session, and on a key a valid chat would create.
+    for target in ["s1", "fresh"]:
+        response = await api.call("POST", f"/sessions/{target}/turns", body)
+        assert_error(response, 422, "validation_error")
+        assert script.count() == 0
+        assert await state() == seeded
 
 
-@pytest.mark.parametrize("target", ["s1", "fresh"], ids=["existing", "unknown_key"])
 @pytest.mark.parametrize(
     "raw",
     ['{"text": "hello"', "{text: 'hello'}", '{"text": "hello"}}', "not json at all"],
     ids=["truncated", "js_object", "trailing_brace", "plain_text"],
 )
-async def test_chat_malformed_json_is_400(api, script, seeded, raw, target):
-    response = await api.call("POST", f"/sessions/{target}/turns", raw=raw)
-    assert_error(response, 400, "malformed_request")
-    assert script.count() == 0
-    assert await state() == seeded
+async def test_chat_malformed_json_is_400(api, script, seeded, raw):
+    for target in ["s1", "fresh"]:
+        response = await api.call("POST", f"/sessions/{target}/turns", raw=raw)
+        assert_error(response, 400, "malformed_request")
+        assert script.count() == 0
+        assert await state() == seeded
 
 
 @pytest.mark.parametrize("raw", ['"hello"', '["hello"]', "42", "null"], ids=["string", "list", "number", "null"])
@@ -132,13 +153,13 @@ BAD_IDEMPOTENCY_KEYS = {
 }
 
 
-@pytest.mark.parametrize("target", ["s1", "fresh"], ids=["existing", "unknown_key"])
 @pytest.mark.parametrize("idem", BAD_IDEMPOTENCY_KEYS.values(), ids=BAD_IDEMPOTENCY_KEYS.keys())
-async def test_chat_bad_idempotency_key_is_422(api, script, seeded, idem, target):
-    response = await api.chat(target, "hello", idem=idem)
-    assert_error(response, 422, "invalid_idempotency_key")
-    assert script.count() == 0
-    assert await state() == seeded
+async def test_chat_bad_idempotency_key_is_422(api, script, seeded, idem):
+    for target in ["s1", "fresh"]:
+        response = await api.chat(target, "hello", idem=idem)
+        assert_error(response, 422, "invalid_idempotency_key")
+        assert script.count() == 0
+        assert await state() == seeded
 
 
 async def test_chat_idempotency_key_at_the_limit_is_accepted(api, script, seeded):
@@ -153,7 +174,6 @@ async def test_chat_idempotency_key_at_the_limit_is_accepted(api, script, seeded
 BAD_SESSION_KEYS = {
     "too_long": "k" * 256,
     "space": "a b",
-    "slash": "a/b",
     "percent": "a%2Fb",
     "umlaut": "ä",
     "question_mark": "a?b",
@@ -170,13 +190,31 @@ ENDPOINTS = {
 }
 
 
-@pytest.mark.parametrize("endpoint", ENDPOINTS.values(), ids=ENDPOINTS.keys())
 @pytest.mark.parametrize("key", BAD_SESSION_KEYS.values(), ids=BAD_SESSION_KEYS.keys())
-async def test_bad_session_key_in_url_is_422(api, script, seeded, key, endpoint):
+async def test_bad_session_key_in_url_is_422(api, script, seeded, key):
+    failures = Failures()
+    for name, (method, suffix, body) in ENDPOINTS.items():
+
+        async def check(method=method, suffix=suffix, body=body):
+            # Percent-encoded as a client would: every reserved or non-ASCII byte.
+            response = await api.call(method, f"/sessions/{quote(key, safe='')}{suffix}", body)
+            assert_error(response, 422, "invalid_session_key")
+            assert script.count() == 0
+            assert await state() == seeded
+
+        await failures.check(f"{method} {name}", check())
+    assert not failures, str(failures)
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS.values(), ids=ENDPOINTS.keys())
+async def test_session_key_with_encoded_slash_is_rejected(api, script, seeded, endpoint):
+    """`a/b` sent as `a%2Fb`: servers decode the path before routing, so this
+    reaches no endpoint. Either answer keeps the contract: 422
+    invalid_session_key, or a JSON 404 that is not mistaken for a session."""
     method, suffix, body = endpoint
-    # Percent-encoded as a client would: every reserved or non-ASCII byte.
-    response = await api.call(method, f"/sessions/{quote(key, safe='')}{suffix}", body)
-    assert_error(response, 422, "invalid_session_key")
+    response = await api.call(method, f"/sessions/{quote('a/b', safe='')}{suffix}", body)
+    assert response.status_code in (404, 422), response.content[:200]
+    assert_error(response, response.status_code, "invalid_session_key" if response.status_code == 422 else "not_found")
     assert script.count() == 0
     assert await state() == seeded
 
@@ -398,20 +436,24 @@ BAD_AUTH = {
 }
 
 
-@pytest.mark.parametrize("endpoint", ALL_ENDPOINTS.values(), ids=ALL_ENDPOINTS.keys())
 @pytest.mark.parametrize("auth", BAD_AUTH.values(), ids=BAD_AUTH.keys())
-async def test_bad_authorization_is_401(api, script, seeded, auth, endpoint):
-    method, path, body = endpoint
+async def test_bad_authorization_is_401(api, script, seeded, auth):
     client = Api(None)
     headers = {"Authorization": auth} if auth is not None else None
-    response = await client.call(method, path, body, headers=headers)
-    assert_error(response, 401, "unauthorized")
-    assert script.count() == 0
-    assert await state() == seeded
+    failures = Failures()
+    for name, (method, path, body) in ALL_ENDPOINTS.items():
+
+        async def check(method=method, path=path, body=body):
+            response = await client.call(method, path, body, headers=headers)
+            assert_error(response, 401, "unauthorized")
+            assert script.count() == 0
+            assert await state() == seeded
+
+        await failures.check(name, check())
+    assert not failures, str(failures)
 
 
-@pytest.mark.parametrize("endpoint", ALL_ENDPOINTS.values(), ids=ALL_ENDPOINTS.keys())
-async def test_revoked_key_is_401(api, script, seeded, endpoint):
+async def test_revoked_key_is_401(api, script, seeded):
     from sessions_app.services import api_key_create, api_key_revoke
 
     row, raw = await orm(api_key_create, owner="alice")
@@ -419,11 +461,82 @@ async def test_revoked_key_is_401(api, script, seeded, endpoint):
     # Alice's second key works on her session before it is revoked...
     assert (await second.call("GET", "/sessions/s1")).status_code == 200
     await orm(api_key_revoke, api_key=row)
-    before = await state()
-    method, path, body = endpoint
-    response = await second.call(method, path, body)
-    assert_error(response, 401, "unauthorized")
-    assert script.count() == 0
-    assert await state() == before == seeded
+    failures = Failures()
+    for name, (method, path, body) in ALL_ENDPOINTS.items():
+
+        async def check(method=method, path=path, body=body):
+            response = await second.call(method, path, body)
+            assert_error(response, 401, "unauthorized")
+            assert script.count() == 0
+            assert await state() == seeded
+
+        await failures.check(name, check())
+    assert not failures, str(failures)
     # ...and her first key still does.
     assert (await api.call("GET", "/sessions/s1")).status_code == 200
+
+
+# --- input the database cannot store -----------------------------------------------------------
+# PostgreSQL's jsonb and text reject U+0000. Such input is the client's error
+# (a 422 validation_error naming where it was, the same on both databases),
+# never a 503 "database unavailable" that tells the client to retry it.
+
+NUL = "a\x00b"
+
+
+async def test_chat_text_with_nul_is_422(api, script, seeded):
+    for target in ["s1", "fresh"]:
+        response = await api.chat(target, f"my name is {NUL}")
+        assert_error(response, 422, "validation_error")
+        assert script.count() == 0
+        assert await state() == seeded
+
+
+@pytest.mark.parametrize("field", ["name", "notes"])
+async def test_set_field_with_nul_is_422(api, seeded, field):
+    response = await api.call("PATCH", "/sessions/s1/fields", {"fields": {field: NUL}, "expected_version": 2})
+    error = assert_error(response, 422, "validation_error")
+    assert f"fields.{field}" in error["message"]
+    assert await state() == seeded
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        [{"name": "city", "type": "string", "description": NUL}],
+        [{"name": "size", "type": "enum", "enum": ["S", NUL]}],
+    ],
+    ids=["description", "enum_option"],
+)
+async def test_create_with_nul_in_form_is_422(api, seeded, form):
+    response = await api.call("POST", "/sessions", {"key": "new", "form": form})
+    error = assert_error(response, 422, "validation_error")
+    assert "body.form[0]" in error["message"]
+    assert await state() == seeded
+
+
+@pytest.mark.parametrize(
+    "metadata", [{"note": NUL}, {NUL: 1}, {"deep": [{"x": NUL}]}], ids=["value", "key", "nested"]
+)
+async def test_create_with_nul_in_metadata_is_422(api, seeded, metadata):
+    response = await api.call("POST", "/sessions", {"key": "new", "metadata": metadata})
+    assert_error(response, 422, "validation_error")
+    assert await state() == seeded
+
+
+# --- unknown paths -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "method, path",
+    [("GET", "/nope"), ("GET", "/sessions/s1/nope"), ("POST", "/sessions/s1/fields/x")],
+    ids=["root", "under_session", "too_deep"],
+)
+async def test_unknown_api_path_answers_json_404(api, seeded, method, path):
+    """The error contract covers the whole API, not only matched routes."""
+    response = await api.call(method, path)
+    assert response.status_code == 404, response.content[:200]
+    assert response["Content-Type"].startswith("application/json"), response["Content-Type"]
+    error = json.loads(response.content)["error"]
+    assert isinstance(error["code"], str) and error["code"]
+    assert await state() == seeded
