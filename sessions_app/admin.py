@@ -18,16 +18,24 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.defaultfilters import filesizeformat, linebreaksbr
+from django.template.defaultfilters import filesizeformat, linebreaksbr, pluralize
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.utils.timezone import localtime
 
 from agentsite.agent.checkpointer import thread_storage
 from agentsite.errors import ApiError, InvalidFields, VersionConflict
 from sessions_app.models import AgentSession, ApiKey
-from sessions_app.services import API_KEY_PREFIX, api_key_create, api_key_revoke, session_delete, session_set_fields
+from sessions_app.services import (
+    API_KEY_PREFIX,
+    api_key_create,
+    api_key_revoke,
+    session_delete,
+    session_set_fields,
+)
 from turns_app.admin import AgentTurnInline, pretty_json
 from turns_app.models import AgentTurn
 
@@ -131,6 +139,10 @@ def _display_value(value: Any) -> str:
     return str(value)
 
 
+def _when(moment) -> str:
+    return date_format(localtime(moment), "DATETIME_FORMAT") if moment else "—"
+
+
 def _table(headers: list[str], rows: list[list[Any]], empty: str) -> str:
     if not rows:
         return format_html('<p class="agentsite-empty">{}</p>', empty)
@@ -209,9 +221,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "version",
         "epoch",
         "turn_count",
-        "updated_at",
-        "is_live",
-        "deleted_at",
+        "last_activity",
+        "state_label",
     )
     list_display_links = ("key",)
     # Closed lists (stage's choices, three states) or a text box (owner): no
@@ -296,9 +307,17 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
     # -- list columns ----------------------------------------------------------------------
 
-    @admin.display(boolean=True, description="live", ordering="deleted_at")
-    def is_live(self, session: AgentSession) -> bool:
-        return session.deleted_at is None
+    @admin.display(description="last activity", ordering="updated_at")
+    def last_activity(self, session: AgentSession) -> str:
+        return _when(session.updated_at)
+
+    @admin.display(description="state", ordering="deleted_at")
+    def state_label(self, session: AgentSession) -> str:
+        if session.deleted_at is None:
+            return "live"
+        return format_html(
+            '<span class="agentsite-tombstone">deleted</span> {}', _when(session.deleted_at)
+        )
 
     # -- change page ---------------------------------------------------------------------
 
@@ -309,7 +328,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
         return format_html(
             '<strong class="agentsite-tombstone">deleted</strong> at {} — a tombstone: '
             "fields, snapshot, turns and checkpoints were removed; epoch and version are kept",
-            session.deleted_at,
+            _when(session.deleted_at),
         )
 
     @admin.display(description="active turn")
@@ -318,7 +337,10 @@ class AgentSessionAdmin(admin.ModelAdmin):
             return "—"
         url = reverse("admin:turns_app_agentturn_change", args=[session.active_turn_id])
         return format_html(
-            '<a href="{}">{}</a> (lease until {})', url, session.active_turn_id, session.lease_expires_at
+            '<a href="{}">{}</a> (lease until {})',
+            url,
+            session.active_turn_id,
+            _when(session.lease_expires_at),
         )
 
     @admin.display(description="fields")
@@ -328,7 +350,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
         rows = []
         for name, spec in specs.items():
             value = values.get(name)
-            missing = spec.get("required") and value is None
+            missing = spec.get("required") and value is None and session.deleted_at is None
             rows.append(
                 [
                     name,
@@ -339,7 +361,11 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 ]
             )
         # Values outside the form (should not happen, but show what is stored).
-        rows.extend([name, "not in form", _display_value(value)] for name, value in values.items() if name not in specs)
+        rows.extend(
+            [name, "not in form", _display_value(value)]
+            for name, value in values.items()
+            if name not in specs
+        )
         return _table(["field", "type", "value"], rows, "The session has no form.")
 
     @admin.display(description="form")
@@ -381,8 +407,9 @@ class AgentSessionAdmin(admin.ModelAdmin):
     def checkpoint_storage(self, session: AgentSession) -> str:
         storage = session_storage(session)
         return format_html(
-            "{} rows, {} in the checkpointer's tables (threads <code>{}:*</code>)",
+            "{} row{}, {} in the checkpointer's tables (threads <code>{}:*</code>)",
             storage["rows"],
+            pluralize(storage["rows"]),
             filesizeformat(storage["bytes"]),
             session.id,
         )
@@ -396,7 +423,10 @@ class AgentSessionAdmin(admin.ModelAdmin):
         return pretty_json(session.metadata)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        extra_context = {**(extra_context or {}), "can_set_fields": self.has_set_fields_permission(request)}
+        extra_context = {
+            **(extra_context or {}),
+            "can_set_fields": self.has_set_fields_permission(request),
+        }
         return super().change_view(request, object_id, form_url, extra_context)
 
     # -- set fields (through the service) ------------------------------------------------
@@ -423,41 +453,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
             self.message_user(request, "A deleted session has no fields to set.", messages.ERROR)
             return HttpResponseRedirect(change_url)
         form = SetFieldsForm(request.POST or None, session=session)
-        if request.method == "POST" and form.is_valid():
-            values = form.changed_values()
-            if not values:
-                self.message_user(request, "Nothing changed: edit at least one field.", messages.WARNING)
-            else:
-                try:
-                    update = session_set_fields(
-                        owner=session.owner,
-                        key=session.key,
-                        values=values,
-                        expected_version=form.cleaned_data[SetFieldsForm.VERSION],
-                    )
-                except InvalidFields as exc:
-                    for error in exc.details or []:
-                        target = error.get("field")
-                        form.add_error(target if target in form.fields else None, error.get("message"))
-                    self.message_user(request, exc.message, messages.ERROR)
-                except VersionConflict as exc:
-                    self.message_user(
-                        request,
-                        f"Not saved: {exc.message}. Someone changed the session after you opened "
-                        "this page; reload it and try again.",
-                        messages.ERROR,
-                    )
-                except ApiError as exc:
-                    self.message_user(request, f"Not saved: {exc.message}.", messages.ERROR)
-                else:
-                    changed = ", ".join(sorted(update.changes)) or "no values"
-                    self.message_user(
-                        request,
-                        f"Fields set ({changed} changed); the session is now at version "
-                        f"{update.session.version}.",
-                        messages.SUCCESS,
-                    )
-                    return HttpResponseRedirect(change_url)
+        if request.method == "POST" and form.is_valid() and self._set_fields(request, session, form):
+            return HttpResponseRedirect(change_url)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Set fields of {session}",
@@ -468,6 +465,46 @@ class AgentSessionAdmin(admin.ModelAdmin):
             "change_url": change_url,
         }
         return TemplateResponse(request, "admin/sessions_app/agentsession/set_fields.html", context)
+
+    def _set_fields(self, request: HttpRequest, session: AgentSession, form: SetFieldsForm) -> bool:
+        """Calls the service with the version the operator saw; reports the
+        outcome as admin messages (and field errors on the form)."""
+        values = form.changed_values()
+        if not values:
+            self.message_user(request, "Nothing changed: edit at least one field.", messages.WARNING)
+            return False
+        try:
+            update = session_set_fields(
+                owner=session.owner,
+                key=session.key,
+                values=values,
+                expected_version=form.cleaned_data[SetFieldsForm.VERSION],
+            )
+        except InvalidFields as exc:
+            for error in exc.details or []:
+                field = error.get("field")
+                form.add_error(field if field in form.fields else None, error.get("message"))
+            self.message_user(request, f"Not saved: {exc.message}.", messages.ERROR)
+            return False
+        except VersionConflict as exc:
+            self.message_user(
+                request,
+                f"Not saved: {exc.message}. Someone changed the session after you opened "
+                "this page; reload it and try again.",
+                messages.ERROR,
+            )
+            return False
+        except ApiError as exc:  # session_busy (a turn is running), session_not_found
+            self.message_user(request, f"Not saved: {exc.message}.", messages.ERROR)
+            return False
+        changed = ", ".join(sorted(update.changes)) or "no values"
+        self.message_user(
+            request,
+            f"Fields set ({changed} changed); the session is now at version "
+            f"{update.session.version}.",
+            messages.SUCCESS,
+        )
+        return True
 
     # -- delete through the service -----------------------------------------------------------
 
@@ -549,7 +586,7 @@ class ApiKeyAddForm(forms.ModelForm):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ("masked_key", "owner", "created_at", "last_used_at", "is_active", "revoked_at")
+    list_display = ("masked_key", "owner", "created_at", "last_used_at", "key_state")
     list_filter = (KeyStateFilter,)
     search_fields = ("prefix", "owner")
     ordering = ("-created_at",)
@@ -575,9 +612,11 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def masked_key(self, key: ApiKey) -> str:
         return f"{API_KEY_PREFIX}{key.prefix}_…"
 
-    @admin.display(boolean=True, description="active", ordering="revoked_at")
-    def is_active(self, key: ApiKey) -> bool:
-        return key.revoked_at is None
+    @admin.display(description="state", ordering="revoked_at")
+    def key_state(self, key: ApiKey) -> str:
+        if key.revoked_at is None:
+            return "active"
+        return format_html('<span class="agentsite-tombstone">revoked</span> {}', _when(key.revoked_at))
 
     def get_fields(self, request, obj=None):
         return ("owner",) if obj is None else self.fields

@@ -1,0 +1,90 @@
+"""The session page in a real browser: headless Chromium (Debian's package,
+installed by .ci/run when missing) driven by Playwright against a live
+server. Logs in through the login form, opens a session with real turns, and
+keeps the PNG as a test artifact (artifacts/admin-session.png).
+
+Playwright's own browser downloads are never used (`playwright install` is
+not run): the wheel ships only its driver, and the browser is /usr/bin/chromium.
+Its sync API refuses to run inside an event loop, so this test is sync."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests.admin.conftest import admin_url, session_with_turns
+
+pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACT = Path(settings.BASE_DIR) / "artifacts" / "admin-session.png"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == PNG_SIGNATURE, "not a PNG file"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_session_page_in_headless_chromium(live_server, admin_user, api):
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's chromium "
+            "(apt-get update && apt-get install -y chromium; .ci/run does this)"
+        )
+    from playwright.sync_api import sync_playwright
+
+    session = session_with_turns(api, "screenshot-demo", turns=5)
+    change_path = admin_url("sessions_app_agentsession_change", session.pk)
+    ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
+    ARTIFACT.unlink(missing_ok=True)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(30_000)
+            page.goto(f"{live_server.url}/admin/login/?next={change_path}")
+            page.fill("#id_username", admin_user.username)
+            page.fill("#id_password", "password")  # pytest-django's admin_user
+            page.click("input[type=submit]")
+            page.wait_for_url(f"{live_server.url}{change_path}")
+
+            transcript = page.locator("ol.agentsite-transcript")
+            transcript.wait_for(state="visible")
+            said = transcript.inner_text()
+            assert "name: Ada Lovelace" in said
+            assert "topic: booking" in said
+            assert "Thank you, I have everything I need" in said
+            # The typed fields and the turns are on the page too.
+            fields = page.locator(".field-fields_table table").inner_text()
+            assert "ada@example.com" in fields and "2031-01-02" in fields
+            assert page.locator("#turns-group tbody tr.has_original").count() == 5
+            # The admin's stylesheet loaded (the page is styled, not bare HTML).
+            header_bg = page.eval_on_selector("#header", "e => getComputedStyle(e).backgroundColor")
+            assert header_bg not in ("", "rgba(0, 0, 0, 0)")
+
+            page.screenshot(path=str(ARTIFACT), full_page=True)
+        finally:
+            browser.close()
+
+    data = ARTIFACT.read_bytes()
+    width, height = png_size(data)
+    assert width == 1280 and height >= 900
+    assert len(data) > 30_000, f"suspiciously small screenshot ({len(data)} bytes)"
