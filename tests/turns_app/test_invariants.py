@@ -287,3 +287,14 @@ async def test_set_fields_is_version_conditional(api, script):
     # The next turn sees the field set outside the conversation.
     reply = body(await api.chat("s1", "ada@example.com"))
     assert reply["fields"]["party_size"] == 2 and reply["version"] == 3
+
+
+async def test_field_set_outside_the_chat_is_not_overwritten_by_the_next_message(api, script):
+    """The assistant asked for the name; the name then arrived through
+    set-fields. The next message is not the answer to that question."""
+    await api.chat("s1", "hello")  # asks for the name
+    ok = await api.call("PATCH", "/sessions/s1/fields", {"fields": {"name": "Ann Lee"}}, {"If-Match": '"1"'})
+    assert ok.status_code == 200
+    reply = body(await api.chat("s1", "thanks"))
+    assert reply["fields"]["name"] == "Ann Lee"
+    assert reply["field_changes"] == {}
