@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
-from channels.routing import ProtocolTypeRouter
+from channels.routing import ProtocolTypeRouter, URLRouter
 from django.core.asgi import get_asgi_application
+from django.urls import re_path
 
 
 def build_application():
     django_app = get_asgi_application()
-    return ProtocolTypeRouter({"http": django_app})
+    # After get_asgi_application(): the consumers import models.
+    from turns_app.consumers import TurnReattachConsumer, TurnStreamConsumer
+
+    # `key` takes any characters, "/" included: a bad key must reach
+    # check_session_key and answer 422 invalid_session_key, not 404.
+    return ProtocolTypeRouter(
+        {
+            "http": URLRouter(
+                [
+                    re_path(
+                        r"^api/sessions/(?P<key>.+)/turns/stream$", TurnStreamConsumer.as_asgi()
+                    ),
+                    re_path(
+                        r"^api/sessions/(?P<key>.+)/turns/(?P<turn_id>[^/]+)/stream$",
+                        TurnReattachConsumer.as_asgi(),
+                    ),
+                    re_path(r"", django_app),
+                ]
+            )
+        }
+    )

@@ -24,10 +24,13 @@ from django.conf import settings
 from ninja import Schema
 from pydantic import ValidationError
 
+from agentsite.api import reject_nul
 from agentsite.asyncdb import db
 from agentsite.errors import (
     ApiError,
+    InternalError,
     MalformedRequest,
+    MethodNotAllowed,
     TurnInProgress,
     TurnNotFound,
     Unauthorized,
@@ -53,15 +56,6 @@ RETAIN_FINISHED_SECONDS = 120.0
 _finished: dict[UUID, TurnRun] = {}
 
 
-class InternalError(ApiError):
-    # The code agentsite.api answers for an unexpected exception.
-    code, status, default_message = "internal_error", 500, "an unexpected error occurred"
-
-
-class MethodNotAllowed(ApiError):
-    code, status = "method_not_allowed", 405
-
-
 # --- request parsing: the JSON endpoint's rules -----------------------------
 
 
@@ -80,10 +74,13 @@ class _ChatBody(Schema):
 
 
 def parse_chat(body: bytes) -> ChatIn:
-    try:
-        data = {"payload": json.loads(body)} if body else {}
-    except ValueError:
-        raise MalformedRequest() from None
+    data: dict[str, Any] = {}
+    if body:
+        try:
+            data["payload"] = json.loads(body)
+        except ValueError:
+            raise MalformedRequest() from None
+        reject_nul(data["payload"])  # as the API's JsonParser does
     try:
         return _ChatBody.model_validate(data).payload
     except ValidationError as exc:
@@ -132,7 +129,7 @@ def stored_events(turn: AgentTurn) -> list[TurnEvent]:
     else:
         items.append(("error", turn.error))
     return [
-        TurnEvent(id=n, event=name, data=data if isinstance(data, str) else json.dumps(data, ensure_ascii=False))
+        TurnEvent(n, name, data if isinstance(data, str) else json.dumps(data, ensure_ascii=False))
         for n, (name, data) in enumerate(items, start=1)
     ]
 
@@ -156,14 +153,14 @@ async def follow(run: TurnRun, after: int) -> AsyncGenerator[TurnEvent, None]:
     """The run's events after `after`, then live ones, up to its outcome. A
     run that ended without one (a bug in it) still ends with an `error`:
     a stream never just stops."""
-    last = after
     async with aclosing(run.subscribe(after)) as events:
         async for event in events:
             yield event
-            last = event.id
             if event.event in TERMINAL:
                 return
-    yield TurnEvent(last + 1, "error", json.dumps(InternalError().as_dict()["error"]))
+    if not run.events or run.events[-1].event not in TERMINAL:
+        error = json.dumps(InternalError().as_dict()["error"])
+        yield TurnEvent(len(run.events) + 1, "error", error)
 
 
 def watch(run: TurnRun) -> None:
@@ -227,7 +224,9 @@ class _TurnStream(SseConsumer):
         if not await self.stream(plan.events, headers=plan.headers) and plan.owned:
             await client_gone(plan.owned)
 
-    async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan | None:
+    async def plan(
+        self, body: bytes, headers: dict[str, str], route: dict[str, str]
+    ) -> Plan | None:
         raise NotImplementedError
 
 
@@ -236,7 +235,9 @@ class TurnStreamConsumer(_TurnStream):
 
     method = "POST"
 
-    async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan | None:
+    async def plan(
+        self, body: bytes, headers: dict[str, str], route: dict[str, str]
+    ) -> Plan | None:
         """Checks in the JSON endpoint's order: auth, body, session key,
         Idempotency-Key, then the claim (409s, 503)."""
         api_key = await authenticate(headers)
@@ -256,14 +257,17 @@ class TurnStreamConsumer(_TurnStream):
 
 
 class TurnReattachConsumer(_TurnStream):
-    """GET /api/sessions/{key}/turns/{turn_id}/stream. Follows a turn still running in this process from Last-Event-ID on;
+    """GET /api/sessions/{key}/turns/{turn_id}/stream. Follows a turn still
+    running (or just finished) in this process from Last-Event-ID on;
     replays a finished one from storage; answers 409 `turn_in_progress` for
     a turn running in another process (its events live there). A follower's
     disconnect never cancels the turn: the request that started it owns it."""
 
     method = "GET"
 
-    async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan | None:
+    async def plan(
+        self, body: bytes, headers: dict[str, str], route: dict[str, str]
+    ) -> Plan | None:
         api_key = await authenticate(headers)
         key = check_session_key(route["key"])
         turn_id = _parse_turn_id(route["turn_id"])
@@ -274,9 +278,10 @@ class TurnReattachConsumer(_TurnStream):
         turn = await db(_turn_of_owner, owner=api_key.owner, key=key, turn_id=turn_id)
         if run is not None:
             assert run.task is not None
-            if run.task.done() and not any(e.id > after for e in run.events):
+            if not run.task.done():
+                watch(run)
+            elif not any(e.id > after for e in run.events):
                 return None
-            watch(run)
             return Plan(follow(run, after))
         if turn.status == AgentTurn.Status.PENDING:
             raise TurnInProgress("the turn is running in another server process; retry later")

@@ -1,0 +1,173 @@
+"""Real server processes for system tests: daphne (or `manage.py runserver`)
+on a free loopback port, serving the pytest-django *test* database, so rows
+a transactional test commits are what the server sees.
+
+Use the `servers` fixture (import it into the test module):
+
+    from tests.system.server import servers  # noqa: F401
+
+    def test_x(servers, alice):
+        server = servers(AGENT_OFFLINE_TOKEN_DELAY_MS="30")
+        httpx.get(f"{server.url}/api/health")
+        server.kill()      # SIGKILL: a crash at this instant
+        server.restart()   # same port, same environment (plus overrides)
+
+Every server is stopped (SIGKILL if SIGTERM is not enough) when the test
+ends, before pytest-django flushes the database. In SQLite mode only one
+server may serve the file at a time (agentsite.startup takes
+`<db file>.lock`), so stop or kill one before starting the next.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from django.db import connection
+
+from agentsite.agent.checkpointer import is_postgres
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+STARTUP_SECONDS = 30.0
+STOP_SECONDS = 10.0
+
+
+def served_database_url(settings_dict: dict | None = None) -> str:
+    """A DATABASE_URL naming the database this test process uses."""
+    settings_dict = settings_dict or connection.settings_dict
+    if not is_postgres(settings_dict):
+        return f"sqlite:///{Path(settings_dict['NAME']).resolve()}"
+    user = quote(settings_dict.get("USER") or "", safe="")
+    password = quote(settings_dict.get("PASSWORD") or "", safe="")
+    auth = f"{user}{':' + password if password else ''}@" if user else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{auth}{host}:{port}/{quote(settings_dict['NAME'], safe='')}"
+
+
+def free_port() -> int:
+    # Another process could take it before the server binds; start() then
+    # fails with the server's log, which says so.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """One server process. `kind` is "daphne" (`daphne agentsite.asgi:application`)
+    or "runserver" (`manage.py runserver --noreload`, daphne's ASGI runserver)."""
+
+    def __init__(
+        self, *, log_path: Path, kind: str = "daphne", env: dict[str, str] | None = None
+    ) -> None:
+        assert kind in {"daphne", "runserver"}, kind
+        self.kind = kind
+        self.log_path = log_path
+        self.port = free_port()
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": served_database_url(),
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        self.process: subprocess.Popen | None = None
+        # The fixture stops it; this covers a test run that dies before teardown.
+        atexit.register(self.kill)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        if self.kind == "daphne":
+            return [
+                str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port),
+                "agentsite.asgi:application",
+            ]
+        return [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{self.port}"]
+
+    def start(self, timeout: float = STARTUP_SECONDS) -> "Server":
+        assert self.process is None or self.process.poll() is not None, "already running"
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- {' '.join(self.command())}\n".encode())
+            log.flush()
+            # The child keeps its own copy of the file descriptor.
+            self.process = subprocess.Popen(
+                self.command(), cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        self.wait_healthy(timeout)
+        return self
+
+    def wait_healthy(self, timeout: float = STARTUP_SECONDS) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                raise RuntimeError(f"the server exited with {code}:\n{self.log_text()}")
+            try:
+                if httpx.get(f"{self.url}/api/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"not healthy within {timeout} s:\n{self.log_text()}")
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = STOP_SECONDS) -> None:
+        """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies wherever it is, as in a crash."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.kill()
+        self.process.wait(STOP_SECONDS)
+
+    def restart(self, *, kill: bool = False, **env: str) -> "Server":
+        """Stop (or kill) and start again on the same port, with `env` added."""
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        self.env.update(env)
+        return self.start()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@pytest.fixture
+def servers(transactional_db, tmp_path):
+    """`servers(kind="daphne", **env)` starts a server and returns it. It
+    depends on `transactional_db`, so every server is gone before the
+    database is flushed (and, on PostgreSQL, before it is dropped)."""
+    started: list[Server] = []
+
+    def start(kind: str = "daphne", **env: str) -> Server:
+        server = Server(log_path=tmp_path / f"server-{len(started)}.log", kind=kind, env=env)
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.stop()
