@@ -16,6 +16,7 @@ from ninja.security import HttpBearer
 from agentsite.asyncdb import db, is_storage_error
 from agentsite.errors import (
     ApiError,
+    InternalError,
     MalformedRequest,
     StorageUnavailable,
     Unauthorized,
@@ -112,11 +113,7 @@ def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
         logger.warning("storage unavailable: %r", exc)
         return error_response(request, StorageUnavailable())
     logger.exception("unhandled error on %s %s", request.method, request.path)
-    return api.create_response(
-        request,
-        {"error": {"code": "internal_error", "message": "an unexpected error occurred"}},
-        status=500,
-    )
+    return error_response(request, InternalError())
 
 
 api.add_router("/sessions", "sessions_app.api.router")

@@ -29,6 +29,8 @@ class ErrorCode(StrEnum):
     STORAGE_UNAVAILABLE = "storage_unavailable"
     TURN_CANCELLED = "turn_cancelled"
     NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    INTERNAL_ERROR = "internal_error"
 
 
 class ApiError(Exception):
@@ -137,3 +139,11 @@ class StorageUnavailable(ApiError):
 class TurnCancelled(ApiError):
     code, status = ErrorCode.TURN_CANCELLED, 409
     default_message = "the turn was cancelled; nothing was committed"
+
+
+class MethodNotAllowed(ApiError):
+    code, status, default_message = ErrorCode.METHOD_NOT_ALLOWED, 405, "method not allowed"
+
+
+class InternalError(ApiError):
+    code, status, default_message = ErrorCode.INTERNAL_ERROR, 500, "an unexpected error occurred"

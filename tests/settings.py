@@ -5,5 +5,6 @@ from agentsite.settings import *  # noqa: F401,F403
 
 # Fault-injection hooks (turns_app.faults) are reachable only when this is on.
 AGENT_FAULT_INJECTION = True
-AGENT_SESSION_WAIT_SECONDS = 2
+# Short by default so busy-session tests are quick; a server under test may raise it.
+AGENT_SESSION_WAIT_SECONDS = env_number("AGENT_SESSION_WAIT_SECONDS", 2)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

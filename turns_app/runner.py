@@ -21,6 +21,7 @@ from django.conf import settings
 from agentsite.asyncdb import db, is_storage_error, retry_while_busy
 from agentsite.errors import (
     ApiError,
+    InternalError,
     ModelError,
     ModelTimeout,
     StaleTurn,
@@ -56,6 +57,7 @@ class TurnRun:
         self.events: list[TurnEvent] = []
         self._subscribers: list[asyncio.Queue[TurnEvent | None]] = []
         self._lease_lost = False
+        self._started = False
         self.task: asyncio.Task[str] | None = None
 
     @property
@@ -65,8 +67,17 @@ class TurnRun:
     def start(self) -> "TurnRun":
         self.task = asyncio.create_task(self._execute(), name=f"turn-{self.turn_id}")
         _running[self.turn_id] = self
-        self.task.add_done_callback(lambda _: _running.pop(self.turn_id, None))
+        self.task.add_done_callback(self._finished)
         return self
+
+    def _finished(self, task: asyncio.Task) -> None:
+        _running.pop(self.turn_id, None)
+        if not self._started:
+            # Cancelled before its first step: _execute never ran, so nothing
+            # aborted the turn or told the subscribers.
+            self._close_subscribers()
+            _background.add(task := asyncio.ensure_future(self._abort(TurnCancelled())))
+            task.add_done_callback(_background.discard)
 
     async def emit(self, event: str, data: dict[str, Any] | str) -> None:
         text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
@@ -128,6 +139,7 @@ class TurnRun:
             logger.exception("could not abort turn %s", self.turn_id)
 
     async def _execute(self) -> str:
+        self._started = True
         claim = self.claim
         try:
             await self.emit(
@@ -147,6 +159,9 @@ class TurnRun:
             raise
         except asyncio.CancelledError:
             await self.emit("error", TurnCancelled().as_dict()["error"])
+            raise
+        except Exception:
+            await self.emit("error", InternalError().as_dict()["error"])
             raise
         finally:
             self._close_subscribers()
@@ -191,7 +206,14 @@ class TurnRun:
             return await asyncio.shield(commit)
         except asyncio.CancelledError:
             await asyncio.wait([commit])
-            raise
+            if commit.cancelled() or commit.exception() is not None:
+                raise
+            # The commit won the race with the cancel: the turn is committed,
+            # and saying otherwise would be a lie (a retry replays it anyway).
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            return commit.result()
         except (ApiError, StorageUnavailable):
             raise
         except Exception:
@@ -203,6 +225,7 @@ class TurnRun:
 
 
 _running: dict[UUID, TurnRun] = {}
+_background: set[asyncio.Future] = set()  # strong refs to fire-and-forget aborts
 
 
 def running_turn(turn_id: UUID) -> TurnRun | None:
