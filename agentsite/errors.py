@@ -31,6 +31,7 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     INTERNAL_ERROR = "internal_error"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
 
 
 class ApiError(Exception):
@@ -147,3 +148,7 @@ class MethodNotAllowed(ApiError):
 
 class InternalError(ApiError):
     code, status, default_message = ErrorCode.INTERNAL_ERROR, 500, "an unexpected error occurred"
+
+
+class PayloadTooLarge(ApiError):
+    code, status, default_message = ErrorCode.PAYLOAD_TOO_LARGE, 413, "the request body is too large"

@@ -37,8 +37,9 @@ from agentsite.errors import (
     ValidationFailed,
 )
 from sessions_app.models import ApiKey
-from sessions_app.selectors import check_session_key, session_get
+from sessions_app.selectors import check_session_key
 from sessions_app.services import api_key_authenticate
+from turns_app import selectors
 from turns_app.models import AgentTurn
 from turns_app.protocol import Replay, check_idempotency_key
 from turns_app.runner import TurnEvent, TurnRun, running_turn, start_turn
@@ -250,7 +251,7 @@ class TurnStreamConsumer(_TurnStream):
             idempotency_key=check_idempotency_key(headers.get("idempotency-key")),
         )
         if isinstance(started, Replay):
-            turn = await db(_turn_by_id, turn_id=started.turn_id)
+            turn = await db(selectors.turn_by_id, turn_id=started.turn_id)
             return Plan(from_list(stored_events(turn)), [(b"idempotent-replayed", b"true")])
         watch(started)
         return Plan(follow(started, 0), owned=started)
@@ -275,7 +276,7 @@ class TurnReattachConsumer(_TurnStream):
         # Looked up before the row is read: a run that is not here now cannot
         # appear later, so "pending and not here" means another process.
         run = running_turn(turn_id) or _finished.get(turn_id)
-        turn = await db(_turn_of_owner, owner=api_key.owner, key=key, turn_id=turn_id)
+        turn = await db(selectors.turn_of_owner, owner=api_key.owner, key=key, turn_id=turn_id)
         if run is not None:
             assert run.task is not None
             if not run.task.done():
@@ -294,19 +295,3 @@ def _parse_turn_id(raw: str) -> UUID:
         return UUID(raw)
     except ValueError:
         raise TurnNotFound() from None
-
-
-def _turn_by_id(*, turn_id: UUID) -> AgentTurn:
-    turn = AgentTurn.objects.filter(pk=turn_id).first()
-    if turn is None:  # deleted with its session since the claim replayed it
-        raise TurnNotFound()
-    return turn
-
-
-def _turn_of_owner(*, owner: str, key: str, turn_id: UUID) -> AgentTurn:
-    """Another owner's session answers the same 404 as a missing one."""
-    session = session_get(owner=owner, key=key)
-    turn = AgentTurn.objects.filter(pk=turn_id, session=session, epoch=session.epoch).first()
-    if turn is None:
-        raise TurnNotFound()
-    return turn

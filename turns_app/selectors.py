@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
+from agentsite.errors import TurnNotFound
 from sessions_app.selectors import session_get
 from turns_app.models import AgentTurn
 
@@ -18,3 +20,19 @@ def transcript(*, owner: str, key: str) -> list[dict[str, Any]]:
     """Committed messages only: the snapshot is written by the commit."""
     session = session_get(owner=owner, key=key)
     return list(session.snapshot.get("messages", []))
+
+
+def turn_by_id(*, turn_id: UUID) -> AgentTurn:
+    turn = AgentTurn.objects.filter(pk=turn_id).first()
+    if turn is None:  # deleted with its session since the claim replayed it
+        raise TurnNotFound()
+    return turn
+
+
+def turn_of_owner(*, owner: str, key: str, turn_id: UUID) -> AgentTurn:
+    """Another owner's session answers the same 404 as a missing one."""
+    session = session_get(owner=owner, key=key)
+    turn = AgentTurn.objects.filter(pk=turn_id, session=session, epoch=session.epoch).first()
+    if turn is None:
+        raise TurnNotFound()
+    return turn

@@ -7,9 +7,11 @@ import asyncio
 import json
 from collections.abc import AsyncGenerator, Iterable
 
+from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
+from django.conf import settings
 
-from agentsite.errors import ApiError
+from agentsite.errors import ApiError, PayloadTooLarge
 from turns_app.runner import TurnEvent
 
 # While the model is silent a comment goes out this often, so proxies and
@@ -40,7 +42,18 @@ class SseConsumer(AsyncHttpConsumer):
 
     async def __call__(self, scope, receive, send):
         self._receive = receive
+        self._body_size = 0
         await super().__call__(scope, receive, send)
+
+    async def http_request(self, message):
+        # Django caps request bodies (DATA_UPLOAD_MAX_MEMORY_SIZE); a consumer
+        # bypasses that, so the cap is applied here before buffering more.
+        self._body_size += len(message.get("body", b""))
+        if self._body_size > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            await self.send_error(PayloadTooLarge())
+            await self.disconnect()
+            raise StopConsumer()
+        await super().http_request(message)
 
     def request_headers(self) -> dict[str, str]:
         """Lower-case names; repeated headers joined with "," as Django does."""

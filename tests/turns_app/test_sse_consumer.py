@@ -487,3 +487,14 @@ async def test_reattach_checks_owner_and_turn(app, api, bob, script):
     await json_error(reattach(app, None, "s1", body["turn_id"]), 401, "unauthorized")
     bad_id = reattach(app, api.key, "s1", body["turn_id"], last="x")
     await json_error(bad_id, 422, "validation_error")
+
+
+async def test_oversized_body_is_a_plain_413_and_nothing_is_written(app, alice, script, settings):
+    """Django's DATA_UPLOAD_MAX_MEMORY_SIZE does not reach a consumer; the
+    stream applies the same cap before buffering more."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+    stream = Stream(app, "POST", "/api/sessions/s1/turns/stream", key=alice,
+                    raw=json.dumps({"text": "x" * 2000}).encode())
+    await json_error(stream, 413, "payload_too_large")
+    assert script.count() == 0
+    assert await orm(all_turns) == []
