@@ -270,27 +270,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
         ("Snapshot", {"classes": ("collapse",), "fields": ("snapshot_json",)}),
         ("Metadata", {"classes": ("collapse",), "fields": ("metadata_json",)}),
     )
-    readonly_fields = (
-        "key",
-        "owner",
-        "id",
-        "state",
-        "stage",
-        "version",
-        "epoch",
-        "turn_count",
-        "active_turn",
-        "created_at",
-        "updated_at",
-        "fields_table",
-        "transcript",
-        "form_spec_table",
-        "committed_checkpoint_id",
-        "checkpoint_thread",
-        "checkpoint_storage",
-        "snapshot_json",
-        "metadata_json",
-    )
+    # Everything shown is read-only: the fieldsets are the whole list.
+    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
 
     # -- permissions: read-only, deletable through the service ---------------------------
 

@@ -142,23 +142,8 @@ class AgentTurnAdmin(_ReadOnly, admin.ModelAdmin):
         ("Committed result", {"fields": ("result_json",)}),
         ("Error", {"fields": ("error_json",)}),
     )
-    readonly_fields = (
-        "session_link",
-        "id",
-        "epoch",
-        "number",
-        "base_version",
-        "status",
-        "idempotency_key",
-        "request_digest",
-        "created_at",
-        "finished_at",
-        "checkpoint_id",
-        "checkpoint_thread",
-        "request_json",
-        "result_json",
-        "error_json",
-    )
+    # Everything shown is read-only: the fieldsets are the whole list.
+    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
 
     @admin.display(description="session", ordering="session__key")
     def session_key(self, turn: AgentTurn) -> str:
