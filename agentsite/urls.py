@@ -4,6 +4,7 @@ from django.urls import path, re_path
 
 from agentsite.api import api
 from agentsite.errors import ErrorCode
+from agentsite.pages import chat_page
 
 
 def api_route_not_found(request: HttpRequest, rest: str) -> JsonResponse:
@@ -15,6 +16,7 @@ def api_route_not_found(request: HttpRequest, rest: str) -> JsonResponse:
 
 
 urlpatterns = [
+    path("", chat_page, name="chat"),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", api_route_not_found),
