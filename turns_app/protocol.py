@@ -296,12 +296,16 @@ def _commit_locked(turn: AgentTurn, session: AgentSession, outcome: Outcome) -> 
     return None
 
 
-def turn_abort(*, turn_id: UUID, code: str, message: str) -> None:
+def turn_abort(*, turn_id: UUID, code: str, message: str, thread_id: str | None = None) -> None:
     """Marks a pending turn aborted, drops its checkpoint thread, and frees
-    the session if the turn holds it. Call only once the run is over."""
+    the session if the turn holds it. Call only once the run is over.
+    `thread_id` is the run's thread: when the turn was deleted with its
+    session, what the run wrote (a cancelled run still saves on exit) is
+    nobody's and is dropped here, as `turn_commit` does."""
     with transaction.atomic():
         locked = _lock_for_turn(turn_id)
         if locked is None:
+            delete_threads([thread_id] if thread_id else [])
             return
         turn, session = locked
         _abort_locked(turn, session, code, message, purge=True)

@@ -133,7 +133,13 @@ class TurnRun:
 
     async def _abort(self, error: ApiError, code: str | None = None) -> None:
         try:
-            await db(turn_abort, turn_id=self.turn_id, code=code or str(error.code), message=error.message)
+            await db(
+                turn_abort,
+                turn_id=self.turn_id,
+                code=code or str(error.code),
+                message=error.message,
+                thread_id=self.claim.thread_id,
+            )
         except Exception:
             # The lease runs out on its own; the next claim aborts the turn then.
             logger.exception("could not abort turn %s", self.turn_id)
