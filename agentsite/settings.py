@@ -143,9 +143,17 @@ def _database_from_url(url: str) -> dict:
     elif engine in {"django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis"}:
         # Django's psycopg pool: protocol steps run on worker threads and
         # close their connection after each step (CONN_MAX_AGE=0, as ASGI
-        # wants); the pool makes that close/open cheap.
+        # wants); the pool makes that close/open cheap. `timeout`: while the
+        # database is away, getconn() waits this long before the request
+        # fails with 503 (psycopg_pool's default is 30 s); the same bound as
+        # the checkpointer's pool.
         config.setdefault("OPTIONS", {}).setdefault(
-            "pool", {"min_size": 1, "max_size": env_number("DB_POOL_MAX_SIZE", 20, cast=int, minimum=1)}
+            "pool",
+            {
+                "min_size": 1,
+                "max_size": env_number("DB_POOL_MAX_SIZE", 20, cast=int, minimum=1),
+                "timeout": 10,
+            },
         )
     else:
         raise ImproperlyConfigured(
