@@ -112,7 +112,9 @@ def _abort_locked(
     """Call inside `transaction.atomic` with the session locked. `purge` drops
     the turn's checkpoint thread: only for a run known to be over (a dead
     lease's process may still be writing; retention catches that one later)."""
-    if purge:
+    if purge and turn.status != AgentTurn.Status.COMMITTED:
+        # Never a committed turn's thread: an abort after a commit whose
+        # answer was lost (an outage) must not delete what it committed.
         delete_threads([turn.checkpoint_thread])
     if turn.status == AgentTurn.Status.PENDING:
         turn.status = AgentTurn.Status.ABORTED

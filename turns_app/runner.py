@@ -161,18 +161,25 @@ class TurnRun:
             await self.emit("done", body)
             return body
         except ApiError as error:
+            # The client hears first; the abort may wait on a database that is away.
             await self.emit("error", error.as_dict()["error"])
+            await self._abort(error)
             raise
         except asyncio.CancelledError:
             await self.emit("error", TurnCancelled().as_dict()["error"])
+            await self._abort(TurnCancelled())
             raise
         except Exception:
+            logger.exception("turn %s failed", self.turn_id)
             await self.emit("error", InternalError().as_dict()["error"])
+            await self._abort(InternalError("the turn failed on the server"))
             raise
         finally:
             self._close_subscribers()
 
     async def _run_and_commit(self) -> str:
+        """Runs the graph and commits. Raises the ApiError the client should
+        see; `_execute` reports it and aborts the turn."""
         graph_task = asyncio.create_task(run_graph(self.claim, self.emit))
         keeper = asyncio.create_task(self._keep_lease(graph_task))
         try:
@@ -181,28 +188,19 @@ class TurnRun:
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if self._lease_lost and (current is None or current.cancelling() == 0):
-                error = StaleTurn("the turn lost its lease on the session")
-                await self._abort(error)
-                raise error from None
-            await self._abort(TurnCancelled())
+                raise StaleTurn("the turn lost its lease on the session") from None
             raise
         except TimeoutError:
-            error = ModelTimeout()
-            await self._abort(error)
-            raise error from None
-        except ApiError as error:
-            await self._abort(error)
+            raise ModelTimeout() from None
+        except ApiError:
             raise
         except Exception as exc:
             if is_storage_error(exc):
-                error: ApiError = StorageUnavailable()
-            elif _is_timeout(exc):
-                error = ModelTimeout()
-            else:
-                logger.warning("turn %s: the model failed: %r", self.turn_id, exc)
-                error = ModelError(f"the model failed: {type(exc).__name__}; nothing was committed")
-            await self._abort(error)
-            raise error from exc
+                raise StorageUnavailable() from exc
+            if _is_timeout(exc):
+                raise ModelTimeout() from exc
+            logger.warning("turn %s: the model failed: %r", self.turn_id, exc)
+            raise ModelError(f"the model failed: {type(exc).__name__}; nothing was committed") from exc
         finally:
             keeper.cancel()
         # Once the commit is sent it runs to its end even if the caller is
@@ -220,14 +218,6 @@ class TurnRun:
             if current is not None:
                 current.uncancel()
             return commit.result()
-        except (ApiError, StorageUnavailable):
-            raise
-        except Exception:
-            # A bug, not an outage: the commit's transaction rolled back, so
-            # free the session now rather than after the lease.
-            logger.exception("turn %s: the commit failed", self.turn_id)
-            await self._abort(ApiError("the commit failed"), code="commit_failed")
-            raise
 
 
 _running: dict[UUID, TurnRun] = {}

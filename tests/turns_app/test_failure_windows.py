@@ -169,3 +169,25 @@ async def test_unexpected_commit_failure_is_not_done(api, script, monkeypatch):
     assert [t.status for t in await orm(turn_rows)] == ["aborted"]
     monkeypatch.delenv("AGENT_FAULT_POINT")
     assert (await api.chat("s1", "hello")).status_code == 200
+
+
+async def test_abort_after_a_lost_commit_answer_keeps_the_committed_state(api, script):
+    """The commit landed but its answer was lost (an outage), and the runner
+    then aborts "its" turn: nothing committed may be undone or deleted."""
+    from turns_app.protocol import turn_abort
+
+    await api.chat("s1", "hello")
+    claimed = await claim("Ada Lovelace")
+    outcome = await run_graph(claimed, _no_events)
+    await orm(turn_commit, turn_id=claimed.turn_id, outcome=outcome)
+    committed = await orm(session_row)
+
+    await orm(turn_abort, turn_id=claimed.turn_id, code="storage_unavailable", message="x", thread_id=claimed.thread_id)
+    after = await orm(session_row)
+    assert (after.version, after.fields, after.committed_checkpoint_id) == (
+        committed.version,
+        committed.fields,
+        committed.committed_checkpoint_id,
+    )
+    assert (await orm(turn_rows))[-1].status == "committed"
+    assert await orm(thread_rows, thread_id=claimed.thread_id) == 1

@@ -339,8 +339,11 @@ async def test_model_error_ends_with_an_error_event(app, alice, script):
     assert events[0].event == "turn" and names(events)[-1] == "error"
     assert "done" not in names(events)
     assert events[-1].json["code"] == "model_error"
-    row = await orm(turn_row, turn_id=events[0].json["turn_id"])
-    assert row.status == "aborted" and row.error["code"] == "model_error"
+    # The error goes out first; the abort follows (it may wait on the database).
+    turn_id = events[0].json["turn_id"]
+    await wait_for(lambda: turn_row(turn_id).status == "aborted")
+    row = await orm(turn_row, turn_id=turn_id)
+    assert row.error["code"] == "model_error"
     assert (await orm(session_row)).active_turn_id is None
 
 
