@@ -23,6 +23,21 @@ def pytest_report_header(config):
     return f"database: {settings.DATABASES['default']['ENGINE']}"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Backend-specific tests are deselected (not skipped) on the other
+    backend: CI runs the whole suite on both, so every one of them runs."""
+    from django.conf import settings
+
+    from agentsite.agent.checkpointer import is_postgres
+
+    other = "sqlite_only" if is_postgres(settings.DATABASES["default"]) else "postgres_only"
+    kept = [item for item in items if other not in item.keywords]
+    dropped = [item for item in items if other in item.keywords]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture(autouse=True)
 def _clean_checkpoints(request):
     """Django's flush knows only its models; the checkpointer's rows would

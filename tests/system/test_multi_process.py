@@ -45,12 +45,10 @@ from turns_app.models import AgentTurn
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
 
 POSTGRES = is_postgres(settings.DATABASES["default"])
-postgres_only = pytest.mark.skipif(
-    not POSTGRES, reason="needs PostgreSQL: SQLite mode allows one server process per file"
-)
-sqlite_only = pytest.mark.skipif(
-    POSTGRES, reason="SQLite only: the single-instance file lock exists in SQLite mode"
-)
+# Not skips: tests/conftest.py deselects them on the other backend, and CI
+# runs the suite on both, so each runs exactly where it means something.
+postgres_only = pytest.mark.postgres_only  # SQLite mode allows one server process per file
+sqlite_only = pytest.mark.sqlite_only  # the single-instance file lock exists in SQLite mode
 
 # What a client may be told while it waits, loses its connection or the
 # database is away; a retry with the same Idempotency-Key is safe after each.
