@@ -16,20 +16,10 @@ import pytest
 from django.conf import settings
 
 from tests.admin.conftest import admin_url, session_with_turns
+from tests.browser import launch_chromium
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACT = Path(settings.BASE_DIR) / "artifacts" / "admin-session.png"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -41,11 +31,6 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 def test_session_page_in_headless_chromium(live_server, admin_user, api):
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: install Debian's chromium "
-            "(apt-get update && apt-get install -y chromium; .ci/run does this)"
-        )
     from playwright.sync_api import sync_playwright
 
     session = session_with_turns(api, "screenshot-demo", turns=5)
@@ -54,9 +39,7 @@ def test_session_page_in_headless_chromium(live_server, admin_user, api):
     ARTIFACT.unlink(missing_ok=True)
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
+        browser = launch_chromium(playwright)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(30_000)

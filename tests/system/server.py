@@ -2,9 +2,7 @@
 on a free loopback port, serving the pytest-django *test* database, so rows
 a transactional test commits are what the server sees.
 
-Use the `servers` fixture (import it into the test module):
-
-    from tests.system.server import servers  # noqa: F401
+Use the `servers` fixture (tests/system/conftest.py provides it):
 
     def test_x(servers, alice):
         server = servers(AGENT_OFFLINE_TOKEN_DELAY_MS="30")

@@ -16,22 +16,10 @@ from django.conf import settings
 
 from sessions_app.models import AgentSession
 from sessions_app.services import api_key_create
-from tests.system.server import servers  # noqa: F401  (the fixture)
+from tests.browser import launch_chromium
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = Path("/usr/bin/chromium")
-# As tests/admin/test_admin_screenshot.py launches it.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACT = Path(settings.BASE_DIR) / "artifacts" / "chat-page.png"
 SESSION = "chat-browser-1"
 REPLY_1 = "Hello! I need a few details from you. What is your full name?"
@@ -57,11 +45,6 @@ def send(page, text: str) -> None:
 
 
 def test_chat_page_streams_a_turn_in_headless_chromium(servers):
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: install Debian's chromium "
-            "(apt-get update && apt-get install -y chromium; .ci/run does this)"
-        )
     from playwright.sync_api import expect, sync_playwright
 
     server = servers(AGENT_OFFLINE_TOKEN_DELAY_MS="40")
@@ -70,9 +53,7 @@ def test_chat_page_streams_a_turn_in_headless_chromium(servers):
     ARTIFACT.unlink(missing_ok=True)
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
+        browser = launch_chromium(playwright)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(30_000)

@@ -37,7 +37,7 @@ from agentsite.agent.checkpointer import checkpoint_tables, delete_threads, get_
 from sessions_app.models import AgentSession
 from tests.conftest import run_in_new_loop
 from tests.system import report
-from tests.system.server import ROOT, Server, servers  # noqa: F401  (the fixture)
+from tests.system.server import ROOT, Server
 from turns_app import faults
 from turns_app.models import AgentTurn
 

@@ -39,7 +39,6 @@ from agentsite.agent.checkpointer import is_postgres, postgres_conninfo
 from sessions_app.models import AgentSession
 from tests.system import report
 from tests.system.server import ROOT, STOP_SECONDS, Server, served_database_url
-from tests.system.server import servers  # noqa: F401  (the fixture)
 from turns_app.models import AgentTurn
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]

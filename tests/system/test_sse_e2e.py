@@ -13,7 +13,6 @@ import httpx
 import pytest
 from httpx_sse import ServerSentEvent, aconnect_sse
 
-from tests.system.server import servers  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
 
