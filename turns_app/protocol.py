@@ -313,6 +313,25 @@ def turn_abort(*, turn_id: UUID, code: str, message: str, thread_id: str | None 
         _abort_locked(turn, session, code, message, purge=True)
 
 
+def turns_expire_dead() -> int:
+    """Abort every turn whose lease ran out (its process died), without
+    waiting for the next claim on its session. Safe while serving: each
+    session is re-checked under its row lock. Returns how many were aborted."""
+    now = timezone.now()
+    candidates = list(
+        AgentSession.objects.filter(active_turn_id__isnull=False, lease_expires_at__lt=now)
+        .values_list("id", flat=True)
+    )
+    expired = 0
+    for session_id in candidates:
+        with transaction.atomic():
+            session = AgentSession.objects.select_for_update().filter(pk=session_id).first()
+            if session is not None and session.active_turn_id and not _live(session, timezone.now()):
+                _expire_dead_turn(session, timezone.now())
+                expired += 1
+    return expired
+
+
 def turns_abort_pending(*, reason: str = "the server restarted before the turn committed") -> int:
     """Start-up in single-process (SQLite) mode: nothing else can be running a
     turn, so every `pending` turn is dead. Returns how many were aborted."""

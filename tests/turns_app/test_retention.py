@@ -105,3 +105,53 @@ async def test_sweep_drops_late_writes_of_a_deleted_epoch(api, script):
     assert "dropped 1 checkpoint thread(s)" in out.getvalue()
     assert await orm(kept_threads, session_id=deleted.id) == set()
     assert await orm(kept_threads, session_id=live.id) == before_live == {live.checkpoint_thread}
+
+
+async def test_sweep_aborts_turns_whose_lease_ran_out(api, script, settings):
+    """On PostgreSQL nobody restarts: a dead process's turn would stay
+    `pending` until the next claim on its session. The sweep ends it."""
+    import asyncio
+    from datetime import timedelta
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from turns_app.graph_run import run_graph
+    from turns_app.protocol import turn_claim
+
+    settings.AGENT_TURN_LEASE_SECONDS = 0.1
+    await api.chat("s1", "hello")
+    dead = await orm(
+        turn_claim,
+        owner="alice",
+        key="s1",
+        request={"text": "lost", "client_mode": "chat", "need_form_update": True},
+        idempotency_key=None,
+    )
+
+    async def ignore(event, data):
+        return None
+
+    await run_graph(dead, ignore)  # its process "dies" here
+    live = await orm(
+        turn_claim,
+        owner="alice",
+        key="other",
+        request={"text": "running", "client_mode": "chat", "need_form_update": True},
+        idempotency_key=None,
+    )
+    # The other session's turn is alive: its lease reaches well past the sweep.
+    later = timezone.now() + timedelta(seconds=30)
+    await orm(lambda: AgentSession.objects.filter(key="other").update(lease_expires_at=later))
+    await asyncio.sleep(0.2)  # the first turn's 0.1 s lease runs out
+    out = StringIO()
+    await orm(call_command, command_name="sweep_checkpoints", stdout=out)
+    assert "aborted 1 turn(s)" in out.getvalue()
+    statuses = await orm(lambda: {t.id: (t.status, (t.error or {}).get("code")) for t in AgentTurn.objects.all()})
+    assert statuses[dead.turn_id] == ("aborted", "lease_expired")
+    assert statuses[live.turn_id] == ("pending", None)  # a live lease is left alone
+    session = await orm(lambda: AgentSession.objects.get(key="s1"))
+    assert session.active_turn_id is None
+    # Its checkpoint thread goes with the same sweep (the turn is aborted now).
+    assert dead.thread_id not in await orm(kept_threads, session_id=session.id)

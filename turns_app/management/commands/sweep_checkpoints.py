@@ -1,18 +1,23 @@
 from django.core.management.base import BaseCommand
 
+from turns_app.protocol import turns_expire_dead
 from turns_app.retention import checkpoints_sweep
 
 
 class Command(BaseCommand):
     help = (
-        "Drop checkpoint threads no session reads any more (late writes from deleted "
-        "epochs, runs whose lease was taken). Safe while serving; run it from cron."
+        "Abort turns whose lease ran out (their process died), then drop checkpoint "
+        "threads no session reads any more (late writes from deleted epochs, runs whose "
+        "lease was taken). Safe while serving; run it from cron."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--dry-run", action="store_true", help="list, do not delete")
 
     def handle(self, *args, dry_run: bool = False, **options):
+        if not dry_run:
+            expired = turns_expire_dead()
+            self.stdout.write(f"aborted {expired} turn(s) whose lease ran out")
         dropped = checkpoints_sweep(dry_run=dry_run)
         verb = "would drop" if dry_run else "dropped"
         self.stdout.write(f"{verb} {len(dropped)} checkpoint thread(s)")
