@@ -17,7 +17,11 @@ from turns_app.runner import TurnEvent
 # While the model is silent a comment goes out this often, so proxies and
 # clients do not time the connection out. Tests shrink it.
 KEEPALIVE_SECONDS = 15.0
-KEEPALIVE = b": keep-alive\n\n"
+# A comment line with no blank line after it: the spec ignores it either way,
+# but httpx-sse (0.4.3) dispatches an empty event for a blank line once an
+# `id:` was seen, so ending the comment with "\n\n" would hand such clients
+# an event with no name and no data. Sent only between frames.
+KEEPALIVE = b": keep-alive\n"
 
 Headers = Iterable[tuple[bytes, bytes]]
 

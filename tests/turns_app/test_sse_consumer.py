@@ -380,12 +380,24 @@ async def test_a_run_that_dies_without_an_outcome_still_ends_with_an_error(
 async def test_keepalive_comments_while_the_model_is_silent(app, alice, gate, script, monkeypatch):
     monkeypatch.setattr(sse, "KEEPALIVE_SECONDS", 0.05)
     stream = post(app, alice, "s1")
-    await until_first_delta(stream)
+    first = await until_first_delta(stream)
     await asyncio.sleep(0.3)
     gate.set()
-    events = await stream.events()
+    events = first + await stream.events()
     assert sse.KEEPALIVE in stream.chunks
     assert events[-1].event == "done"
+    # A third-party client sees the same events and nothing else: httpx-sse
+    # turns a comment followed by a blank line into an empty event.
+    from httpx_sse._decoders import SSEDecoder, SSELineDecoder
+
+    lines, decoder = SSELineDecoder(), SSEDecoder()
+    seen = [
+        e.event
+        for chunk in stream.chunks
+        for line in lines.decode(chunk.decode())
+        if (e := decoder.decode(line)) is not None
+    ]
+    assert seen == [e.event for e in events]
 
 
 # --- client disconnect -----------------------------------------------------------------
