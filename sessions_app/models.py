@@ -79,3 +79,7 @@ class AgentSession(models.Model):
     @property
     def is_deleted(self) -> bool:
         return self.deleted_at is not None
+
+    def has_live_turn(self, now) -> bool:
+        """A turn holds the session and its lease has not run out."""
+        return bool(self.active_turn_id and self.lease_expires_at and self.lease_expires_at > now)

@@ -5,6 +5,7 @@ SQLite), so the API, the SSE consumer and the admin share one set of rules."""
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -86,8 +87,6 @@ def check_form(raw: Any) -> list[dict[str, Any]]:
 
 
 def check_metadata(raw: Any) -> dict[str, Any]:
-    import json
-
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -186,7 +185,7 @@ def session_set_fields(
                 f"the session is at version {session.version}, not {expected_version}",
                 details={"version": session.version},
             )
-        if session.active_turn_id and session.lease_expires_at and session.lease_expires_at > timezone.now():
+        if session.has_live_turn(timezone.now()):
             raise SessionBusy()
         try:
             clean = form_spec.validate_fields(form_spec.parse_form(session.form), values)

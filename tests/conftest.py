@@ -140,3 +140,12 @@ def run_in_new_loop(coro_fn: Callable[[], Any]) -> Any:
 async def orm(fn: Callable[..., Any], **kwargs: Any) -> Any:
     """Run ORM code from an async test, on a worker thread that closes its connection."""
     return await db(fn, **kwargs)
+
+
+async def claim_turn(key: str, text: str, idem: str | None = None, owner: str = "alice"):
+    """Step 1 of the protocol on its own (the tests that stop a turn between
+    steps): a default chat request, as the API would canonicalise it."""
+    from turns_app.protocol import turn_claim
+
+    request = {"text": text, "client_mode": "chat", "need_form_update": True}
+    return await orm(turn_claim, owner=owner, key=key, request=request, idempotency_key=idem)

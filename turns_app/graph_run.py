@@ -40,9 +40,9 @@ def graph_for(saver: BaseCheckpointSaver):
     return graph
 
 
-async def committed_messages(claim: Claim, saver: BaseCheckpointSaver) -> tuple[list, bool]:
-    """The conversation as of the last commit, and whether it came from the
-    checkpoint (True) or had to be rebuilt from the business snapshot."""
+async def committed_messages(claim: Claim, saver: BaseCheckpointSaver) -> list:
+    """The conversation as of the last commit: the committed checkpoint's, or
+    rebuilt from the business snapshot when that checkpoint is missing."""
     if claim.checkpoint_thread and claim.committed_checkpoint_id:
         config = {
             "configurable": {
@@ -53,19 +53,19 @@ async def committed_messages(claim: Claim, saver: BaseCheckpointSaver) -> tuple[
         }
         found = await saver.aget_tuple(config)
         if found is not None:
-            return list(found.checkpoint["channel_values"].get("messages", [])), True
+            return list(found.checkpoint["channel_values"].get("messages", []))
         logger.warning(
             "committed checkpoint %s of session %s is missing; rebuilding from the snapshot",
             claim.committed_checkpoint_id,
             claim.session_id,
         )
-    return transcript_to_messages(claim.snapshot.get("messages", [])), False
+    return transcript_to_messages(claim.snapshot.get("messages", []))
 
 
 async def run_graph(claim: Claim, emit: Emit) -> Outcome:
     saver = await get_saver(str(claim.session_id))
     graph = graph_for(saver)
-    prior, _ = await committed_messages(claim, saver)
+    prior = await committed_messages(claim, saver)
     text = claim.request["text"]
     state_in = {
         "messages": [*prior, HumanMessage(content=text, id=f"{claim.turn_id}:user")],

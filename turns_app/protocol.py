@@ -100,12 +100,6 @@ class Outcome:
     thread_id: str | None = None
 
 
-def _live(session: AgentSession, now) -> bool:
-    return bool(
-        session.active_turn_id and session.lease_expires_at and session.lease_expires_at > now
-    )
-
-
 def _abort_locked(
     turn: AgentTurn, session: AgentSession, code: str, message: str, *, purge: bool = False
 ) -> None:
@@ -129,7 +123,7 @@ def _abort_locked(
 
 def _expire_dead_turn(session: AgentSession, now) -> None:
     """Call inside `transaction.atomic` with the session locked."""
-    if session.active_turn_id and not _live(session, now):
+    if session.active_turn_id and not session.has_live_turn(now):
         dead = AgentTurn.objects.filter(pk=session.active_turn_id).first()
         if dead is not None:
             _abort_locked(dead, session, "lease_expired", "the turn's lease ran out")
@@ -165,7 +159,7 @@ def turn_claim(
                 if previous.status == AgentTurn.Status.COMMITTED:
                     return Replay(turn_id=previous.id, body=previous.result)
                 raise TurnInProgress()
-        if _live(session, now):
+        if session.has_live_turn(now):
             raise SessionBusy()
         last = (
             AgentTurn.objects.filter(session=session, epoch=session.epoch)
@@ -274,7 +268,7 @@ def _commit_locked(turn: AgentTurn, session: AgentSession, outcome: Outcome) -> 
         stale = "the session was deleted while the turn ran"
     elif session.version != turn.base_version:
         stale = "the session's version moved while the turn ran"
-    elif session.active_turn_id != turn.id or not _live(session, now):
+    elif session.active_turn_id != turn.id or not session.has_live_turn(now):
         stale = "the turn lost its lease on the session"
     if stale is not None:
         _abort_locked(turn, session, "stale_turn", stale, purge=True)
@@ -326,8 +320,9 @@ def turns_expire_dead() -> int:
     for session_id in candidates:
         with transaction.atomic():
             session = AgentSession.objects.select_for_update().filter(pk=session_id).first()
-            if session is not None and session.active_turn_id and not _live(session, timezone.now()):
-                _expire_dead_turn(session, timezone.now())
+            now = timezone.now()
+            if session is not None and session.active_turn_id and not session.has_live_turn(now):
+                _expire_dead_turn(session, now)
                 expired += 1
     return expired
 

@@ -12,15 +12,12 @@ from django.db import connection
 
 from agentsite.agent.checkpointer import delete_threads
 from sessions_app.models import AgentSession
-from tests.conftest import orm
+from tests.conftest import claim_turn, orm
 from turns_app.graph_run import run_graph
 from turns_app.models import AgentTurn
-from turns_app.protocol import turn_claim, turn_commit, turns_abort_pending
+from turns_app.protocol import turn_commit, turns_abort_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-REQUEST = {"client_mode": "chat", "need_form_update": True}
-
 
 async def _no_events(event, data):
     return None
@@ -44,9 +41,7 @@ def turn_rows() -> list[AgentTurn]:
 
 
 async def claim(text: str, idem: str | None = None):
-    return await orm(
-        turn_claim, owner="alice", key="s1", request={"text": text, **REQUEST}, idempotency_key=idem
-    )
+    return await claim_turn("s1", text, idem)
 
 
 async def test_crash_after_checkpoint_before_commit(api, script):

@@ -10,7 +10,7 @@ from django.db import connection
 
 from agentsite.agent.checkpointer import checkpoint_tables
 from sessions_app.models import AgentSession
-from tests.conftest import orm
+from tests.conftest import claim_turn, orm
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -147,18 +147,12 @@ async def test_commit_after_lost_lease_is_stale(api, script, settings):
 async def test_commit_after_version_moved_is_stale(api, script):
     """Fence on version: even holding the lease, a turn whose base version is
     gone must not commit."""
-    from turns_app.protocol import Outcome, turn_claim, turn_commit
+    from turns_app.protocol import Outcome, turn_commit
     from agentsite.errors import StaleTurn
 
     await api.chat("s1", "Ada Lovelace")
     before = await orm(session_row)
-    claim = await orm(
-        turn_claim,
-        owner="alice",
-        key="s1",
-        request={"text": "x", "client_mode": "chat", "need_form_update": True},
-        idempotency_key=None,
-    )
+    claim = await claim_turn("s1", "x")
     await orm(lambda: AgentSession.objects.filter(key="s1").update(version=5))
     outcome = Outcome(
         reply="r", field_changes={}, fields={"name": "X"}, stage="collecting", snapshot={}, checkpoint_id=None

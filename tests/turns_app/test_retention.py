@@ -9,7 +9,7 @@ from django.db import connection
 
 from agentsite.agent.checkpointer import checkpoint_tables
 from sessions_app.models import AgentSession
-from tests.conftest import orm
+from tests.conftest import claim_turn, orm
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,17 +78,9 @@ async def test_sweep_drops_late_writes_of_a_deleted_epoch(api, script):
     from django.core.management import call_command
 
     from turns_app.graph_run import run_graph
-    from turns_app.protocol import turn_claim
-
     await api.chat("keep-me", "hello")
     await api.chat("s1", "hello")
-    zombie = await orm(
-        turn_claim,
-        owner="alice",
-        key="s1",
-        request={"text": "late", "client_mode": "chat", "need_form_update": True},
-        idempotency_key=None,
-    )
+    zombie = await claim_turn("s1", "late")
     assert (await api.call("DELETE", "/sessions/s1")).status_code == 204
 
     async def ignore(event, data):
@@ -118,29 +110,15 @@ async def test_sweep_aborts_turns_whose_lease_ran_out(api, script, settings):
     from django.utils import timezone
 
     from turns_app.graph_run import run_graph
-    from turns_app.protocol import turn_claim
-
     settings.AGENT_TURN_LEASE_SECONDS = 0.1
     await api.chat("s1", "hello")
-    dead = await orm(
-        turn_claim,
-        owner="alice",
-        key="s1",
-        request={"text": "lost", "client_mode": "chat", "need_form_update": True},
-        idempotency_key=None,
-    )
+    dead = await claim_turn("s1", "lost")
 
     async def ignore(event, data):
         return None
 
     await run_graph(dead, ignore)  # its process "dies" here
-    live = await orm(
-        turn_claim,
-        owner="alice",
-        key="other",
-        request={"text": "running", "client_mode": "chat", "need_form_update": True},
-        idempotency_key=None,
-    )
+    live = await claim_turn("other", "running")
     # The other session's turn is alive: its lease reaches well past the sweep.
     later = timezone.now() + timedelta(seconds=30)
     await orm(lambda: AgentSession.objects.filter(key="other").update(lease_expires_at=later))

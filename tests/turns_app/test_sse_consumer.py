@@ -18,7 +18,7 @@ from channels.testing import HttpCommunicator
 from agentsite.routing import build_application
 from sessions_app.models import AgentSession
 from tests.api.test_bad_input import BAD_CHAT_BODIES, BAD_IDEMPOTENCY_KEYS
-from tests.conftest import orm
+from tests.conftest import claim_turn, orm
 from turns_app import sse
 from turns_app.models import AgentTurn
 
@@ -486,10 +486,7 @@ async def test_reattach_to_an_aborted_turn_is_turn_then_error(app, api, script):
 
 
 async def test_reattach_to_a_turn_running_elsewhere_is_a_plain_409(app, api, script):
-    from turns_app.protocol import turn_claim
-
-    request = {"text": "x", "client_mode": "chat", "need_form_update": True}
-    claim = await orm(turn_claim, owner="alice", key="s1", request=request, idempotency_key=None)
+    claim = await claim_turn("s1", "x")
     await json_error(reattach(app, api.key, "s1", claim.turn_id), 409, "turn_in_progress")
 
 
