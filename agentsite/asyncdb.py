@@ -10,10 +10,13 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import psycopg
+import psycopg_pool
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections
 
+from agentsite.agent.checkpointer import CheckpointerUnavailable
 from agentsite.errors import ApiError, SessionBusy, StorageUnavailable
 
 T = TypeVar("T")
@@ -21,11 +24,6 @@ T = TypeVar("T")
 
 def is_storage_error(exc: BaseException) -> bool:
     """Errors that mean "the database is not there", as opposed to a bug."""
-    import psycopg
-    import psycopg_pool
-
-    from agentsite.agent.checkpointer import CheckpointerUnavailable
-
     if isinstance(exc, IntegrityError):
         return False
     return isinstance(

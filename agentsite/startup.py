@@ -12,7 +12,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 from django.db.migrations.executor import MigrationExecutor
 
-from agentsite.agent.checkpointer import ensure_tables_exist, is_postgres
+from agentsite.agent.checkpointer import close_savers
+from agentsite.database import is_postgres
+from turns_app.checkpoints import schema_problem
+from turns_app.services import turns_abort_pending
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +42,9 @@ def check_database() -> None:
             f"the database has {len(plan)} unapplied migration(s): "
             "run `python manage.py migrate` first"
         )
-    ensure_tables_exist()
+    problem = schema_problem()
+    if problem is not None:
+        raise StartupError(problem)
 
 
 def lock_sqlite_file() -> None:
@@ -78,8 +83,6 @@ def install_shutdown_hook() -> None:
 
     from twisted.internet import defer, reactor
 
-    from agentsite.agent.checkpointer import close_savers
-
     def close() -> defer.Deferred:
         return defer.Deferred.fromFuture(asyncio.ensure_future(close_savers()))
 
@@ -87,8 +90,6 @@ def install_shutdown_hook() -> None:
 
 
 def prepare_serving() -> None:
-    from turns_app.protocol import turns_abort_pending
-
     check_database()
     if not is_postgres(connections[DEFAULT_DB_ALIAS].settings_dict):
         lock_sqlite_file()

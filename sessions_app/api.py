@@ -30,11 +30,6 @@ def etag(session: AgentSession) -> str:
     return f'"{session.version}"'
 
 
-def with_etag(session: AgentSession, response: HttpResponse) -> HttpResponse:
-    response["ETag"] = etag(session)
-    return response
-
-
 @router.post("", response={201: SessionOut})
 async def create_session(request: HttpRequest, payload: SessionCreateIn):
     session = await db(

@@ -5,7 +5,9 @@ conversation columns; see DESIGN.md."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -29,10 +31,6 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.owner})"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
 
 
 class AgentSession(models.Model):
@@ -80,6 +78,40 @@ class AgentSession(models.Model):
     def is_deleted(self) -> bool:
         return self.deleted_at is not None
 
-    def has_live_turn(self, now) -> bool:
+    # The lease: which turn holds the session, and until when. `now` is the
+    # database's clock (`session_lock` reads it with the row), so two hosts
+    # whose clocks disagree still agree on whether a lease is live.
+
+    def has_live_turn(self, now: datetime) -> bool:
         """A turn holds the session and its lease has not run out."""
         return bool(self.active_turn_id and self.lease_expires_at and self.lease_expires_at > now)
+
+    def hold(self, turn_id: uuid.UUID, now: datetime) -> None:
+        """Give (or extend) the lease to `turn_id`. Call with the row locked."""
+        self.active_turn_id = turn_id
+        self.lease_expires_at = now + timedelta(seconds=settings.AGENT_TURN_LEASE_SECONDS)
+        self.save(update_fields=["active_turn_id", "lease_expires_at", "updated_at"])
+
+    def tombstone(self, now: datetime) -> None:
+        """What a delete leaves: epoch + 1 (fences any running turn), the
+        version kept (a client's If-Match from before cannot match after),
+        the conversation's columns cleared. Call with the row locked; a
+        tombstone stays a tombstone of the same epoch."""
+        if not self.is_deleted:
+            self.epoch += 1
+            self.deleted_at = now
+        self.fields = {}
+        self.snapshot = {}
+        self.stage = self.Stage.COLLECTING
+        self.turn_count = 0
+        self.checkpoint_thread = None
+        self.committed_checkpoint_id = None
+        self.active_turn_id = None
+        self.lease_expires_at = None
+        self.save()
+
+    def release(self) -> None:
+        """Free the session. Call with the row locked."""
+        self.active_turn_id = None
+        self.lease_expires_at = None
+        self.save(update_fields=["active_turn_id", "lease_expires_at", "updated_at"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from django.db.models import QuerySet
+from django.db.models.functions import Now
 
 from agentsite.errors import InvalidSessionKey, SessionNotFound
 from sessions_app.models import SESSION_KEY_PATTERN, AgentSession
@@ -47,3 +48,11 @@ def session_get_including_deleted(*, owner: str, key: str) -> AgentSession:
         return AgentSession.objects.get(owner=owner, key=key)
     except AgentSession.DoesNotExist:
         raise SessionNotFound() from None
+
+
+def sessions_with_expired_lease() -> list:
+    """Ids of sessions held by a turn whose lease ran out (by the database's clock)."""
+    return list(
+        AgentSession.objects.filter(active_turn_id__isnull=False, lease_expires_at__lt=Now())
+        .values_list("id", flat=True)
+    )

@@ -1,6 +1,8 @@
 """Writes to sessions and API keys. Every function that changes a session
 takes its row lock itself (`SELECT … FOR UPDATE`, an IMMEDIATE transaction on
-SQLite), so the API, the SSE consumer and the admin share one set of rules."""
+SQLite), so the API, the SSE consumer and the admin share one set of rules.
+Deleting a session also drops its turns and checkpoints: turns_app does that
+on the `session_deleting` signal, inside the delete's transaction."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from agentsite.agent.checkpointer import delete_threads
+from agentsite.agent import form_spec
 from agentsite.errors import (
     InvalidFields,
     InvalidForm,
@@ -25,9 +28,9 @@ from agentsite.errors import (
     ValidationFailed,
     VersionConflict,
 )
-from sessions_app import form_spec
 from sessions_app.models import AgentSession, ApiKey
 from sessions_app.selectors import check_session_key, session_get_including_deleted
+from sessions_app.signals import session_deleting
 
 API_KEY_PREFIX = "ask_"
 METADATA_MAX_BYTES = 16_384
@@ -101,9 +104,22 @@ def stage_for(form: list[dict[str, Any]], fields: dict[str, Any]) -> str:
     return AgentSession.Stage.COLLECTING if missing else AgentSession.Stage.COMPLETE
 
 
-def session_lock(*, owner: str, key: str, include_deleted: bool = False) -> AgentSession:
-    """Call inside `transaction.atomic`; takes `SELECT … FOR UPDATE` on the session."""
-    qs = AgentSession.objects.select_for_update().filter(owner=owner, key=key)
+def session_lock(
+    *,
+    owner: str | None = None,
+    key: str | None = None,
+    session_id: uuid.UUID | None = None,
+    include_deleted: bool = False,
+) -> AgentSession:
+    """Call inside `transaction.atomic`; takes `SELECT … FOR UPDATE` on the
+    session row (by owner and key, or by id) and reads the database's clock
+    with it into `session.db_now`, for lease decisions.
+
+    Lock order, for every writer: the session row first, then its turns.
+    Nothing locks a turn and then its session, so two writers never wait on
+    each other in opposite order."""
+    qs = AgentSession.objects.select_for_update().annotate(db_now=Now())
+    qs = qs.filter(pk=session_id) if session_id is not None else qs.filter(owner=owner, key=key)
     if not include_deleted:
         qs = qs.filter(deleted_at__isnull=True)
     session = qs.first()
@@ -121,11 +137,11 @@ def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
     except SessionNotFound:
         try:
             with transaction.atomic():
-                session = AgentSession.objects.create(owner=owner, key=key, form=default_form())
+                AgentSession.objects.create(owner=owner, key=key, form=default_form())
         except IntegrityError:
-            # A concurrent first request created it; its row is ours to lock now.
-            session = session_lock(owner=owner, key=key, include_deleted=True)
-    if session.deleted_at is not None:
+            pass  # a concurrent first request created it; its row is ours to lock now
+        session = session_lock(owner=owner, key=key, include_deleted=True)
+    if session.is_deleted:
         session.deleted_at = None
         session.save(update_fields=["deleted_at", "updated_at"])
     return session
@@ -137,11 +153,11 @@ def session_create(
     key = check_session_key(key) if key is not None else uuid.uuid4().hex
     clean_form = check_form(form) if form is not None else default_form()
     clean_metadata = check_metadata(metadata)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         existing = (
             AgentSession.objects.select_for_update().filter(owner=owner, key=key).first()
         )
-        if existing is not None and existing.deleted_at is None:
+        if existing is not None and not existing.is_deleted:
             raise SessionExists()
         if existing is not None:
             existing.form = clean_form
@@ -178,14 +194,14 @@ def session_set_fields(
     itself on the old one."""
     if not isinstance(values, dict) or not values:
         raise ValidationFailed("fields must be a non-empty JSON object")
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         session = session_lock(owner=owner, key=key)
         if session.version != expected_version:
             raise VersionConflict(
                 f"the session is at version {session.version}, not {expected_version}",
                 details={"version": session.version},
             )
-        if session.has_live_turn(timezone.now()):
+        if session.has_live_turn(session.db_now):
             raise SessionBusy()
         try:
             clean = form_spec.validate_fields(form_spec.parse_form(session.form), values)
@@ -201,40 +217,20 @@ def session_set_fields(
         return FieldsUpdate(session=session, changes=changes)
 
 
-def session_delete(*, session: AgentSession) -> AgentSession:
-    """Purge the session's checkpoints, then its fields, snapshot and turns,
-    keeping a tombstone: epoch + 1 (fences any running turn), version kept.
-    Deleting a tombstone succeeds and purges whatever a late run wrote."""
-    from turns_app.models import AgentTurn, checkpoint_thread_id
-
-    with transaction.atomic():
-        session = (
-            AgentSession.objects.select_for_update().filter(pk=session.pk).first()
-        )
-        if session is None:
-            raise SessionNotFound()
-        turns = list(AgentTurn.objects.filter(session=session).values_list("id", "epoch"))
-        threads = [checkpoint_thread_id(session.id, epoch, turn_id) for turn_id, epoch in turns]
-        if session.checkpoint_thread:
-            threads.append(session.checkpoint_thread)
-        # Same transaction as the tombstone: both land or neither does.
-        delete_threads(sorted(set(threads)))
-        AgentTurn.objects.filter(session=session).delete()
-        if session.deleted_at is None:
-            session.epoch += 1
-            session.deleted_at = timezone.now()
-        session.fields = {}
-        session.snapshot = {}
-        session.stage = AgentSession.Stage.COLLECTING
-        session.turn_count = 0
-        session.checkpoint_thread = None
-        session.committed_checkpoint_id = None
-        session.active_turn_id = None
-        session.lease_expires_at = None
-        session.save()
+def session_delete(*, session_id: uuid.UUID) -> AgentSession:
+    """Delete a session, keeping a tombstone: epoch + 1 (fences any running
+    turn), version kept, the conversation's columns cleared. Receivers of
+    `session_deleting` (turns_app: turns and checkpoint threads) purge in the
+    same transaction, so the purge and the tombstone commit together or not
+    at all. Deleting a tombstone succeeds and purges what a late run wrote."""
+    with transaction.atomic(durable=True):
+        session = session_lock(session_id=session_id, include_deleted=True)
+        session_deleting.send(sender=AgentSession, session=session)
+        session.tombstone(session.db_now)
         return session
 
 
 def session_delete_for_owner(*, owner: str, key: str) -> AgentSession:
     """Delete by key for the API; a tombstone deletes again, an unknown key is 404."""
-    return session_delete(session=session_get_including_deleted(owner=owner, key=key))
+    session = session_get_including_deleted(owner=owner, key=key)
+    return session_delete(session_id=session.id)

@@ -11,10 +11,11 @@ import pytest
 from django.db import connection
 from django.test import AsyncClient
 
-from agentsite.agent import models as agent_models
-from agentsite.agent.checkpointer import checkpoint_tables, close_savers
+from agentsite.agent.checkpointer import close_savers
+from turns_app.checkpoints import checkpoint_tables
 from agentsite.asyncdb import db
-from tests.fakes import Script, ScriptedModel
+from tests import fakes
+from tests.fakes import Script
 
 
 def pytest_report_header(config):
@@ -28,7 +29,7 @@ def pytest_collection_modifyitems(config, items):
     backend: CI runs the whole suite on both, so every one of them runs."""
     from django.conf import settings
 
-    from agentsite.agent.checkpointer import is_postgres
+    from agentsite.database import is_postgres
 
     other = "sqlite_only" if is_postgres(settings.DATABASES["default"]) else "postgres_only"
     kept = [item for item in items if other not in item.keywords]
@@ -61,11 +62,10 @@ async def _close_loop_savers():
 @pytest.fixture
 def script(settings) -> Script:
     """Switch AGENT_MODEL to a scripted model for this test."""
-    state = Script()
-    agent_models.register_model("scripted", lambda: ScriptedModel(script=state))
-    settings.AGENT_MODEL = "scripted"
+    state = fakes.CURRENT_SCRIPT = Script()
+    settings.AGENT_MODEL = "tests.fakes:scripted_model"
     yield state
-    agent_models.unregister_model("scripted")
+    fakes.CURRENT_SCRIPT = None
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ async def orm(fn: Callable[..., Any], **kwargs: Any) -> Any:
 async def claim_turn(key: str, text: str, idem: str | None = None, owner: str = "alice"):
     """Step 1 of the protocol on its own (the tests that stop a turn between
     steps): a default chat request, as the API would canonicalise it."""
-    from turns_app.protocol import turn_claim
+    from turns_app.services import turn_claim
 
     request = {"text": text, "client_mode": "chat", "need_form_update": True}
     return await orm(turn_claim, owner=owner, key=key, request=request, idempotency_key=idem)

@@ -76,3 +76,12 @@ class ScriptedModel(OfflineChatModel):
                     # A threading.Event, so tests in other threads and loops can open it.
                     while not gate.is_set():
                         await asyncio.sleep(0.005)
+
+
+# The script the `script` fixture installed; AGENT_MODEL="tests.fakes:scripted_model".
+CURRENT_SCRIPT: Script | None = None
+
+
+def scripted_model() -> ScriptedModel:
+    assert CURRENT_SCRIPT is not None, "use the `script` fixture"
+    return ScriptedModel(script=CURRENT_SCRIPT)

@@ -9,9 +9,10 @@ from typing_extensions import Annotated
 from agentsite.asyncdb import db
 from sessions_app.selectors import check_session_key
 from turns_app import selectors
-from turns_app.protocol import Replay, check_idempotency_key
-from turns_app.runner import await_turn, start_turn
+from turns_app.execution import await_turn, start_turn
 from turns_app.schemas import ChatIn, ChatOut, MessageOut, TurnOut
+from turns_app.services import check_idempotency_key
+from turns_app.types import Replay
 
 router = Router(tags=["turns"])
 

@@ -5,3 +5,15 @@ class TurnsAppConfig(AppConfig):
     name = "turns_app"
     verbose_name = "Agent turns"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
+        from sessions_app.signals import session_deleting
+        from turns_app.checkpoints import upgrade_after_migrate
+        from turns_app.services import session_turns_purge
+
+        session_deleting.connect(session_turns_purge, dispatch_uid="turns_app.purge")
+        # Migration 0002 installs the checkpointer once; this applies the
+        # schema migrations a newer LangGraph brings, on every `migrate`.
+        post_migrate.connect(upgrade_after_migrate, sender=self, dispatch_uid="turns_app.checkpointer")

@@ -1,183 +1,61 @@
 """The chat stream, served by Channels consumers routed before Django.
 
 `POST /api/sessions/{key}/turns/stream` runs a turn exactly like the JSON
-chat endpoint (same body, auth, Idempotency-Key rules, and the runner's one
-code path) and streams its events; `GET /api/sessions/{key}/turns/{turn_id}/stream`
-re-attaches to a turn. Errors found before the stream starts are plain JSON
-responses with the error contract and its status, so a client can tell them
-apart by status code alone; once the stream started, a failure is an `error`
-event and never a `done`.
+chat endpoint (same front door: auth, body, Idempotency-Key rules, and the
+one execution path) and streams its events;
+`GET /api/sessions/{key}/turns/{turn_id}/stream` re-attaches to a turn.
+Errors found before the stream starts are plain JSON responses with the error
+contract and its status, so a client can tell them apart by status code
+alone; once the stream started, a failure is an `error` event, never `done`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from ninja import Schema
-from pydantic import ValidationError
 
-from agentsite.api import reject_nul
 from agentsite.asyncdb import db
 from agentsite.errors import (
     ApiError,
     InternalError,
-    MalformedRequest,
     MethodNotAllowed,
     TurnInProgress,
     TurnNotFound,
-    Unauthorized,
     ValidationFailed,
 )
-from sessions_app.models import ApiKey
+from agentsite.http.bodies import validate_body
+from agentsite.http.sse import Headers, SseConsumer
+from sessions_app.auth import authenticate
 from sessions_app.selectors import check_session_key
-from sessions_app.services import api_key_authenticate
 from turns_app import selectors
+from turns_app.events import event_log, stored_events, unseen
+from turns_app.execution import TurnRun, start_turn
 from turns_app.models import AgentTurn
-from turns_app.protocol import Replay, check_idempotency_key
-from turns_app.runner import TurnEvent, TurnRun, running_turn, start_turn
 from turns_app.schemas import ChatIn
-from turns_app.sse import Headers, SseConsumer
+from turns_app.services import check_idempotency_key
+from turns_app.types import Replay, TurnEvent
 
 logger = logging.getLogger(__name__)
 
-TERMINAL = frozenset({"done", "error"})
-
-# A finished run this module streamed stays here a while, so a client that
-# lost its stream near the end re-attaches with the ids it already has;
-# storage can only rebuild a condensed stream, numbered afresh.
-RETAIN_FINISHED_SECONDS = 120.0
-_finished: dict[UUID, TurnRun] = {}
-
-
-# --- request parsing: the JSON endpoint's rules -----------------------------
-
-
-async def authenticate(headers: dict[str, str]) -> ApiKey:
-    # As ninja's HttpBearer + agentsite.api.ApiKeyAuth read the header.
-    scheme, _, token = headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
-        raise Unauthorized()
-    return await db(api_key_authenticate, raw=token.strip())
-
-
-class _ChatBody(Schema):
-    # ninja validates a body parameter as a field of a wrapper model; doing
-    # the same gives the same messages (e.g. for a body that is not an object).
-    payload: ChatIn
-
-
-def parse_chat(body: bytes) -> ChatIn:
-    data: dict[str, Any] = {}
-    if body:
-        try:
-            data["payload"] = json.loads(body)
-        except ValueError:
-            raise MalformedRequest() from None
-        reject_nul(data["payload"])  # as the API's JsonParser does
-    try:
-        return _ChatBody.model_validate(data).payload
-    except ValidationError as exc:
-        # The message format of agentsite.api.on_validation_error.
-        details = [
-            {"loc": ["body", *map(str, e["loc"])], "message": e["msg"]} for e in exc.errors()
-        ]
-        where = ".".join(p for p in details[0]["loc"] if p not in {"body", "payload"}) or "request"
-        raise ValidationFailed(f"{where}: {details[0]['message']}", details=details) from None
+# Longer ids are no id this server ever sent.
+LAST_EVENT_ID_MAX_DIGITS = 18
 
 
 def parse_last_event_id(headers: dict[str, str]) -> int:
     raw = headers.get("last-event-id", "").strip() or "0"
-    if not (raw.isascii() and raw.isdigit()):
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= LAST_EVENT_ID_MAX_DIGITS):
         raise ValidationFailed("Last-Event-ID must be the id of an event of this turn")
     return int(raw)
-
-
-# --- events -----------------------------------------------------------------------
-
-
-def stored_events(turn: AgentTurn) -> list[TurnEvent]:
-    """A finished turn's stream rebuilt from its row, with no model call:
-    `turn`, `fields`, the whole reply as one `delta`, `done` (the stored
-    body, verbatim) — or `turn`, `error` for an aborted turn. The order is
-    the live stream's. Rejected field proposals are not stored, so `fields`
-    carries the committed `field_changes` only."""
-    items: list[tuple[str, Any]] = [
-        (
-            "turn",
-            {
-                "turn_id": str(turn.id),
-                "epoch": turn.epoch,
-                "number": turn.number,
-                "base_version": turn.base_version,
-            },
-        )
-    ]
-    if turn.status == AgentTurn.Status.COMMITTED:
-        body = json.loads(turn.result)
-        items += [
-            ("fields", {"field_changes": body["field_changes"]}),
-            ("delta", {"text": body["reply"]}),
-            ("done", turn.result),
-        ]
-    else:
-        items.append(("error", turn.error))
-    return [
-        TurnEvent(n, name, data if isinstance(data, str) else json.dumps(data, ensure_ascii=False))
-        for n, (name, data) in enumerate(items, start=1)
-    ]
-
-
-def unseen_stored(events: list[TurnEvent], after: int) -> list[TurnEvent]:
-    """Stored events past Last-Event-ID. An id beyond the stored stream came
-    from the live one (which numbers every delta): the client lacks only the
-    outcome, so it gets the terminal event alone."""
-    rest = [e for e in events if e.id > after]
-    if not rest and after > events[-1].id:
-        rest = events[-1:]
-    return rest
 
 
 async def from_list(events: list[TurnEvent]) -> AsyncGenerator[TurnEvent, None]:
     for event in events:
         yield event
-
-
-async def follow(run: TurnRun, after: int) -> AsyncGenerator[TurnEvent, None]:
-    """The run's events after `after`, then live ones, up to its outcome. A
-    run that ended without one (a bug in it) still ends with an `error`:
-    a stream never just stops."""
-    async with aclosing(run.subscribe(after)) as events:
-        async for event in events:
-            yield event
-            if event.event in TERMINAL:
-                return
-    if not run.events or run.events[-1].event not in TERMINAL:
-        error = json.dumps(InternalError().as_dict()["error"])
-        yield TurnEvent(len(run.events) + 1, "error", error)
-
-
-def watch(run: TurnRun) -> None:
-    """Keep the run findable for a while after it ends, and mark its outcome
-    as retrieved: the events carry it, so no one needs to await the task."""
-
-    def finished(task: asyncio.Task) -> None:
-        if not task.cancelled():
-            task.exception()
-        _finished[run.turn_id] = run
-        asyncio.get_running_loop().call_later(
-            RETAIN_FINISHED_SECONDS, _finished.pop, run.turn_id, None
-        )
-
-    assert run.task is not None
-    run.task.add_done_callback(finished)
 
 
 async def client_gone(run: TurnRun) -> None:
@@ -190,14 +68,11 @@ async def client_gone(run: TurnRun) -> None:
         await asyncio.wait({run.task})
 
 
-# --- the consumers ------------------------------------------------------------------
-
-
 @dataclass
 class Plan:
     """What to stream, decided before the response starts."""
 
-    events: AsyncGenerator[TurnEvent, None]
+    events: AsyncIterator[TurnEvent]
     headers: Headers = ()
     # The turn this request started: the client's disconnect concerns it.
     owned: TurnRun | None = None
@@ -242,7 +117,7 @@ class TurnStreamConsumer(_TurnStream):
         """Checks in the JSON endpoint's order: auth, body, session key,
         Idempotency-Key, then the claim (409s, 503)."""
         api_key = await authenticate(headers)
-        payload = parse_chat(body)
+        payload = validate_body(ChatIn, body)
         key = check_session_key(route["key"])
         started = await start_turn(
             owner=api_key.owner,
@@ -252,9 +127,9 @@ class TurnStreamConsumer(_TurnStream):
         )
         if isinstance(started, Replay):
             turn = await db(selectors.turn_by_id, turn_id=started.turn_id)
-            return Plan(from_list(stored_events(turn)), [(b"idempotent-replayed", b"true")])
-        watch(started)
-        return Plan(follow(started, 0), owned=started)
+            replay = stored_events(turn, live_ids=False)
+            return Plan(from_list(replay), [(b"idempotent-replayed", b"true")])
+        return Plan(started.log.follow(0), owned=started)
 
 
 class TurnReattachConsumer(_TurnStream):
@@ -273,20 +148,17 @@ class TurnReattachConsumer(_TurnStream):
         key = check_session_key(route["key"])
         turn_id = _parse_turn_id(route["turn_id"])
         after = parse_last_event_id(headers)
-        # Looked up before the row is read: a run that is not here now cannot
-        # appear later, so "pending and not here" means another process.
-        run = running_turn(turn_id) or _finished.get(turn_id)
+        # Looked up before the row is read: a log that is not here now cannot
+        # appear later, so "pending and no log here" means another process.
+        log = event_log(turn_id)
         turn = await db(selectors.turn_of_owner, owner=api_key.owner, key=key, turn_id=turn_id)
-        if run is not None:
-            assert run.task is not None
-            if not run.task.done():
-                watch(run)
-            elif not any(e.id > after for e in run.events):
+        if log is not None:
+            if log.closed and log.ended and after >= log.events[-1].id:
                 return None
-            return Plan(follow(run, after))
+            return Plan(log.follow(after))
         if turn.status == AgentTurn.Status.PENDING:
             raise TurnInProgress("the turn is running in another server process; retry later")
-        rest = unseen_stored(stored_events(turn), after)
+        rest = unseen(turn, after)
         return Plan(from_list(rest)) if rest else None
 
 

@@ -8,7 +8,7 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
-from sessions_app.models import AgentSession
+from turns_app.types import checkpoint_thread_id
 
 
 class AgentTurn(models.Model):
@@ -18,7 +18,9 @@ class AgentTurn(models.Model):
         ABORTED = "aborted"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="turns")
+    session = models.ForeignKey(
+        "sessions_app.AgentSession", on_delete=models.CASCADE, related_name="turns"
+    )
     epoch = models.BigIntegerField()
     number = models.IntegerField()
     base_version = models.BigIntegerField()
@@ -29,6 +31,9 @@ class AgentTurn(models.Model):
     result = models.TextField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     checkpoint_id = models.CharField(max_length=255, null=True, blank=True)
+    # The id the terminal event (done/error) had on the live stream, so a
+    # stream rebuilt from this row ends on the id a client may already hold.
+    last_event_id = models.IntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -59,9 +64,3 @@ class AgentTurn(models.Model):
     def checkpoint_thread(self) -> str:
         return checkpoint_thread_id(self.session_id, self.epoch, self.id)
 
-
-def checkpoint_thread_id(session_id, epoch: int, turn_id) -> str:
-    """Each turn runs on its own checkpoint thread, seeded with the committed
-    state. A run that is abandoned, cancelled or fenced off writes only into a
-    thread that nothing reads again, and retention can drop whole threads."""
-    return f"{session_id}:{epoch}:{turn_id}"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from django.db.models import Count
+
 from agentsite.errors import TurnNotFound
 from sessions_app.selectors import session_get
 from turns_app.models import AgentTurn
@@ -36,3 +38,12 @@ def turn_of_owner(*, owner: str, key: str, turn_id: UUID) -> AgentTurn:
     if turn is None:
         raise TurnNotFound()
     return turn
+
+
+def turn_counts(*, session_ids: list[UUID]) -> dict[UUID, int]:
+    """Turns per session, all epochs (what a delete would remove)."""
+    return dict(
+        AgentTurn.objects.filter(session__in=session_ids)
+        .values_list("session")
+        .annotate(n=Count("id"))
+    )

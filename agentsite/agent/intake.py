@@ -18,8 +18,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 
+from agentsite.agent.form_spec import (
+    FieldValueError,
+    coerce_value,
+    missing_required,
+    parse_form,
+)
 from agentsite.agent.prompts import TASK_EXTRACT, TASK_REPLY, render_task
-from sessions_app.form_spec import FieldValueError, coerce_value, missing_required, parse_form
 
 STAGE_COLLECTING = "collecting"
 STAGE_COMPLETE = "complete"

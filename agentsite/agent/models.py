@@ -1,40 +1,32 @@
-"""Chat model factory: `AGENT_MODEL` names either a registered model or an
-`init_chat_model` string such as `openai:gpt-4o-mini`."""
+"""Model factory: `AGENT_MODEL` names the chat model every graph gets.
+
+* `offline` — the built-in deterministic model (no network);
+* `<module.path>:<callable>` — a factory of your own, called with no
+  arguments (the module part has a dot, which no provider id has);
+* anything else — an `init_chat_model` id such as `openai:gpt-4o-mini`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
 from agentsite.agent.offline import OfflineChatModel
 
-ModelFactory = Callable[[], BaseChatModel]
-
-
-def _offline() -> BaseChatModel:
-    return OfflineChatModel(token_delay_ms=settings.AGENT_OFFLINE_TOKEN_DELAY_MS)
-
-
-_REGISTRY: dict[str, ModelFactory] = {"offline": _offline}
-
-
-def register_model(name: str, factory: ModelFactory) -> None:
-    """Make `name` build with `factory` (tests register scripted fakes)."""
-    _REGISTRY[name] = factory
-
-
-def unregister_model(name: str) -> None:
-    _REGISTRY.pop(name, None)
-
 
 def build_model(name: str | None = None) -> BaseChatModel:
     name = name or settings.AGENT_MODEL
-    factory = _REGISTRY.get(name)
-    if factory is not None:
+    if name == "offline":
+        return OfflineChatModel(token_delay_ms=settings.AGENT_OFFLINE_TOKEN_DELAY_MS)
+    module, colon, attribute = name.partition(":")
+    if colon and "." in module:
+        try:
+            factory = import_string(f"{module}.{attribute}")
+        except ImportError as exc:
+            raise ImproperlyConfigured(f"AGENT_MODEL={name!r} cannot be imported: {exc}") from exc
         return factory()
     # langchain-openai's client reads OPENAI_BASE_URL / OPENAI_API_KEY itself.
     try:

@@ -13,7 +13,8 @@ from sessions_app.models import AgentSession, ApiKey
 from sessions_app.services import api_key_authenticate
 from tests.admin.conftest import admin_url, chat, checkpoint_rows, session_with_turns
 from turns_app.models import AgentTurn
-from turns_app.protocol import Outcome, turn_claim, turn_commit
+from turns_app.services import turn_claim, turn_commit
+from turns_app.types import Outcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -115,7 +115,7 @@ def test_turn_admin_is_read_only(staff_client, api):
 def test_tombstone_hidden_by_default_and_shown_by_the_deleted_filter(staff_client, api):
     live = session_with_turns(api, "s-live", turns=1)
     gone = session_with_turns(api, "s-gone", turns=2)
-    session_delete(session=gone)
+    session_delete(session_id=gone.pk)
     url = admin_url("sessions_app_agentsession_changelist")
 
     def keys(query: str) -> set[str]:

@@ -12,10 +12,10 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentsite.agent.models import build_model, register_model, unregister_model
+from agentsite.agent.models import build_model
 from agentsite.agent.offline import OfflineChatModel, respond
 from agentsite.agent.registry import build_graph
-from sessions_app.form_spec import DEFAULT_FORM, form_to_json
+from agentsite.agent.form_spec import DEFAULT_FORM, form_to_json
 
 
 def test_offline_model_takes_its_delay_from_settings(settings):
@@ -26,14 +26,14 @@ def test_offline_model_takes_its_delay_from_settings(settings):
     assert model.token_delay_ms == 7
 
 
-def test_registered_factory_wins():
-    register_model("scripted", lambda: GenericFakeChatModel(messages=iter(["hi"])))
-    try:
-        assert isinstance(build_model("scripted"), GenericFakeChatModel)
-    finally:
-        unregister_model("scripted")
-    with pytest.raises(ImproperlyConfigured):
-        build_model("scripted")
+def fake_model() -> GenericFakeChatModel:
+    return GenericFakeChatModel(messages=iter(["hi"]))
+
+
+def test_a_factory_named_by_import_path():
+    assert isinstance(build_model(f"{__name__}:fake_model"), GenericFakeChatModel)
+    with pytest.raises(ImproperlyConfigured, match="cannot be imported"):
+        build_model(f"{__name__}:no_such_factory")
 
 
 @pytest.mark.parametrize("name", ["nosuchprovider:model", "anthropic:claude-x"])

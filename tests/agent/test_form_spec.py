@@ -1,6 +1,6 @@
 import pytest
 
-from sessions_app.form_spec import (
+from agentsite.agent.form_spec import (
     DEFAULT_FORM,
     MAX_STRING_LENGTH,
     FieldsInvalid,

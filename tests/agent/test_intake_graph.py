@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agentsite.agent.intake import build_intake_graph, parse_json_object
 from agentsite.agent.offline import OfflineChatModel
 from agentsite.agent.transcript import messages_to_transcript, transcript_to_messages
-from sessions_app.form_spec import DEFAULT_FORM, form_to_json
+from agentsite.agent.form_spec import DEFAULT_FORM, form_to_json
 
 
 def new_state(**overrides) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from agentsite.agent.offline import FALLBACK_REPLY, OfflineChatModel, extract_values
 from agentsite.agent.prompts import TASK_EXTRACT, TASK_REPLY, parse_task, render_task
-from sessions_app.form_spec import DEFAULT_FORM, form_to_json
+from agentsite.agent.form_spec import DEFAULT_FORM, form_to_json
 
 FORM = form_to_json(DEFAULT_FORM)
 EXTRA_FORM = [

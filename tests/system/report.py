@@ -9,7 +9,7 @@ from pathlib import Path
 
 from django.db import connection
 
-from agentsite.agent.checkpointer import is_postgres
+from agentsite.database import is_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 

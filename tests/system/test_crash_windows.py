@@ -33,7 +33,9 @@ import pytest
 from django.db import connection
 from httpx_sse import ServerSentEvent, connect_sse
 
-from agentsite.agent.checkpointer import checkpoint_tables, delete_threads, get_saver, is_postgres
+from agentsite.agent.checkpointer import get_saver
+from agentsite.database import is_postgres
+from turns_app.checkpoints import checkpoint_tables, delete_threads
 from sessions_app.models import AgentSession
 from tests.conftest import run_in_new_loop
 from tests.system import report

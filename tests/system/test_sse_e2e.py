@@ -145,3 +145,36 @@ async def test_client_disconnect_through_daphne(servers, alice, on_disconnect, o
     assert turn["status"] == outcome, server.log_text()
     if outcome == "aborted":
         assert turn["error"]["code"] == "turn_cancelled"
+
+
+async def reattach(client: httpx.AsyncClient, key: str, session: str, turn_id: str, last: int):
+    """(status, events) of a re-attach with Last-Event-ID `last`."""
+    path = f"/api/sessions/{session}/turns/{turn_id}/stream"
+    headers = {**auth(key), "Last-Event-ID": str(last)}
+    async with aconnect_sse(client, "GET", path, headers=headers) as source:
+        if source.response.status_code != 200:
+            return source.response.status_code, []
+        return 200, [event async for event in source.aiter_sse()]
+
+
+async def test_reattach_after_a_restart_ends_with_the_outcome(servers, alice):
+    """A client that saw a delta live, reconnecting after the server
+    restarted (the stream now rebuilt from storage, condensed), still gets
+    `done` with the id it had live; one that saw `done` gets 204."""
+    server = servers("daphne", AGENT_OFFLINE_TOKEN_DELAY_MS="5")
+    async with asyncio.timeout(TEST_SECONDS), client_of(server) as client:
+        got = await stream_turn(client, alice, "s1", "Ada Lovelace")
+    live = [e for _, e in got.events]
+    assert live[-1].event == "done" and len(live) > 5
+    turn_id = json.loads(live[0].data)["turn_id"]
+    done_id = int(live[-1].id)
+
+    server.restart()
+    async with asyncio.timeout(TEST_SECONDS), client_of(server) as client:
+        for seen in (3, 4, done_id - 1):  # deltas the stored stream no longer has
+            status, events = await reattach(client, alice, "s1", turn_id, seen)
+            assert status == 200
+            assert [(e.id, e.event) for e in events][-1] == (str(done_id), "done"), seen
+            assert json.loads(events[-1].data) == got.done
+        status, events = await reattach(client, alice, "s1", turn_id, done_id)
+        assert (status, events) == (204, [])

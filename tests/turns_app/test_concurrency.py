@@ -14,8 +14,8 @@ from sessions_app.models import AgentSession
 from sessions_app.services import session_set_fields
 from tests.conftest import orm, run_in_new_loop
 from turns_app.models import AgentTurn
-from turns_app.protocol import Replay
-from turns_app.runner import await_turn, start_turn
+from turns_app.types import Replay
+from turns_app.execution import await_turn, start_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,12 +10,12 @@ import json
 import pytest
 from django.db import connection
 
-from agentsite.agent.checkpointer import delete_threads
+from turns_app.checkpoints import delete_threads
 from sessions_app.models import AgentSession
 from tests.conftest import claim_turn, orm
-from turns_app.graph_run import run_graph
+from turns_app.graph_step import run_graph
 from turns_app.models import AgentTurn
-from turns_app.protocol import turn_commit, turns_abort_pending
+from turns_app.services import turn_commit, turns_abort_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -169,7 +169,7 @@ async def test_unexpected_commit_failure_is_not_done(api, script, monkeypatch):
 async def test_abort_after_a_lost_commit_answer_keeps_the_committed_state(api, script):
     """The commit landed but its answer was lost (an outage), and the runner
     then aborts "its" turn: nothing committed may be undone or deleted."""
-    from turns_app.protocol import turn_abort
+    from turns_app.services import turn_abort
 
     await api.chat("s1", "hello")
     claimed = await claim("Ada Lovelace")

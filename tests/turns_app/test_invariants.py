@@ -8,7 +8,7 @@ import json
 import pytest
 from django.db import connection
 
-from agentsite.agent.checkpointer import checkpoint_tables
+from turns_app.checkpoints import checkpoint_tables
 from sessions_app.models import AgentSession
 from tests.conftest import claim_turn, orm
 from turns_app.models import AgentTurn
@@ -111,23 +111,23 @@ async def test_commit_after_lost_lease_is_stale(api, script, settings):
     gate = script.gate = __import__("threading").Event()
     script.reply_started.clear()
     # Freeze lease renewal for the first turn: its process "hangs".
-    from turns_app import runner
+    from turns_app import execution
 
-    original = runner.TurnRun._keep_lease
+    original = execution.LeaseKeeper._keep
 
-    async def frozen(self, graph_task):
+    async def frozen(self):
         await asyncio.sleep(3600)
 
-    runner.TurnRun._keep_lease = frozen
+    execution.LeaseKeeper._keep = frozen
     try:
         slow = asyncio.ensure_future(api.chat("s1", "ada@example.com"))
         await asyncio.to_thread(script.reply_started.wait, 5)
         await asyncio.sleep(0.4)  # the lease expires
-        runner.TurnRun._keep_lease = original
+        execution.LeaseKeeper._keep = original
         script.gate = None  # the next turn runs freely...
         fast = await api.chat("s1", "2031-01-02")
     finally:
-        runner.TurnRun._keep_lease = original
+        execution.LeaseKeeper._keep = original
         gate.set()  # ...and only then does the hung one finish
     assert fast.status_code == 200, fast.content
     late = await slow
@@ -147,7 +147,8 @@ async def test_commit_after_lost_lease_is_stale(api, script, settings):
 async def test_commit_after_version_moved_is_stale(api, script):
     """Fence on version: even holding the lease, a turn whose base version is
     gone must not commit."""
-    from turns_app.protocol import Outcome, turn_commit
+    from turns_app.services import turn_commit
+    from turns_app.types import Outcome
     from agentsite.errors import StaleTurn
 
     await api.chat("s1", "Ada Lovelace")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from agentsite.agent.checkpointer import checkpoint_tables
+from turns_app.checkpoints import checkpoint_tables
 from sessions_app.models import AgentSession
 from tests.conftest import claim_turn, orm
 from turns_app.models import AgentTurn
@@ -77,7 +77,7 @@ async def test_sweep_drops_late_writes_of_a_deleted_epoch(api, script):
 
     from django.core.management import call_command
 
-    from turns_app.graph_run import run_graph
+    from turns_app.graph_step import run_graph
     await api.chat("keep-me", "hello")
     await api.chat("s1", "hello")
     zombie = await claim_turn("s1", "late")
@@ -109,7 +109,7 @@ async def test_sweep_aborts_turns_whose_lease_ran_out(api, script, settings):
     from django.core.management import call_command
     from django.utils import timezone
 
-    from turns_app.graph_run import run_graph
+    from turns_app.graph_step import run_graph
     settings.AGENT_TURN_LEASE_SECONDS = 0.1
     await api.chat("s1", "hello")
     dead = await claim_turn("s1", "lost")

@@ -19,7 +19,7 @@ from agentsite.routing import build_application
 from sessions_app.models import AgentSession
 from tests.api.test_bad_input import BAD_CHAT_BODIES, BAD_IDEMPOTENCY_KEYS
 from tests.conftest import claim_turn, orm
-from turns_app import sse
+from agentsite.http import sse
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -364,12 +364,12 @@ async def test_a_run_that_dies_without_an_outcome_still_ends_with_an_error(
 ):
     """The runner emits `error` for the failures it knows; a bug (here in
     the commit) must not leave the stream ending without either outcome."""
-    from turns_app import runner
+    from turns_app import execution
 
     def broken_commit(**kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(runner, "turn_commit", broken_commit)
+    monkeypatch.setattr(execution, "turn_commit", broken_commit)
     events = await stream_events(post(app, alice, "s1"))
     assert names(events)[-1] == "error" and "done" not in names(events)
     assert events[-1].json["code"] == "internal_error"
@@ -469,10 +469,16 @@ async def test_reattach_replays_a_committed_turn_from_storage(app, api, script):
     full = await stream_events(reattach(app, api.key, "s1", turn_id))
     assert names(full) == ["turn", "fields", "delta", "done"]
     assert json.loads(full[-1].data) == body
+    # The condensed stream ends on the id `done` had live (a delta per token
+    # came before it), so live and stored ids place a client alike.
+    (row,) = await orm(all_turns)
+    assert [e.id for e in full] == [1, 2, 3, row.last_event_id] and row.last_event_id > 4
     assert await stream_events(reattach(app, api.key, "s1", turn_id, last=2)) == full[2:]
-    # An id from a longer live stream: the client lacks only the outcome.
-    assert await stream_events(reattach(app, api.key, "s1", turn_id, last=17)) == full[-1:]
-    stream = reattach(app, api.key, "s1", turn_id, last=4)
+    # Any id before `done`'s, even one past the condensed stream (a live
+    # delta's): the client lacks the outcome and gets it.
+    for last in (3, 4, row.last_event_id - 1):
+        assert await stream_events(reattach(app, api.key, "s1", turn_id, last=last)) == full[-1:]
+    stream = reattach(app, api.key, "s1", turn_id, last=row.last_event_id)
     assert (await stream.start())["status"] == 204
 
 

@@ -1,21 +1,22 @@
 """Install the LangGraph checkpointer's tables in the same database.
 
 The savers' own `setup()` does the work, on a connection of its own (see
-agentsite.agent.checkpointer.install_tables for why). Re-running is a no-op:
-both savers track what they installed.
+turns_app.checkpoints.install_tables for why). Re-running is a no-op: both
+savers track what they installed. Schema migrations that a newer LangGraph
+brings later are applied after every `migrate` (turns_app.apps).
 """
 
 from django.db import migrations
 
 
 def install(apps, schema_editor):
-    from agentsite.agent.checkpointer import install_tables
+    from turns_app.checkpoints import install_tables
 
     install_tables(schema_editor.connection.settings_dict)
 
 
 def uninstall(apps, schema_editor):
-    from agentsite.agent.checkpointer import drop_tables
+    from turns_app.checkpoints import drop_tables
 
     drop_tables(schema_editor.connection.settings_dict, schema_editor)
 

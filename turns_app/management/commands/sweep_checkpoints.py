@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
-from turns_app.protocol import turns_expire_dead
-from turns_app.retention import checkpoints_sweep
+from turns_app.checkpoints import checkpoints_sweep
+from turns_app.services import turns_expire_dead
 
 
 class Command(BaseCommand):

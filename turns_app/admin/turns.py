@@ -4,7 +4,6 @@ here can add, change or delete one."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import admin
@@ -12,30 +11,12 @@ from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
 from django.utils.html import format_html
 
+from agentsite.admin_display import pretty_json, pretty_json_text
 from turns_app.models import AgentTurn
 
 # The inline shows this many turns, newest first; the turn list has them all.
 INLINE_TURNS_SHOWN = 100
 DIGEST_PREFIX_CHARS = 12
-
-
-def pretty_json(value: Any) -> str:
-    """A read-only `<pre>` block of indented JSON (escaped)."""
-    if value is None or value == "":
-        return "—"
-    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
-    return format_html('<pre class="agentsite-json">{}</pre>', text)
-
-
-def pretty_json_text(raw: str | None) -> str:
-    """Stored JSON text (a turn's committed body) shown indented; text that is
-    not JSON is shown as it is."""
-    if not raw:
-        return "—"
-    try:
-        return pretty_json(json.loads(raw))
-    except ValueError:
-        return format_html('<pre class="agentsite-json">{}</pre>', raw)
 
 
 def error_summary(error: Any) -> str:
@@ -44,6 +25,7 @@ def error_summary(error: Any) -> str:
     if isinstance(error, dict):
         return f"{error.get('code', '?')}: {error.get('message', '')}"
     return str(error)
+
 
 
 class _ReadOnly:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncGenerator, Iterable
+from typing import Protocol
 
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 
 from agentsite.errors import ApiError, PayloadTooLarge
-from turns_app.runner import TurnEvent
 
 # While the model is silent a comment goes out this often, so proxies and
 # clients do not time the connection out. Tests shrink it.
@@ -25,6 +25,12 @@ KEEPALIVE = b": keep-alive\n"
 
 Headers = Iterable[tuple[bytes, bytes]]
 
+
+class Event(Protocol):
+    id: int
+    event: str
+    data: str  # JSON text
+
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -33,7 +39,7 @@ SSE_HEADERS = [
 ]
 
 
-def frame(event: TurnEvent) -> bytes:
+def frame(event: Event) -> bytes:
     # Event data is JSON text, which has no raw line breaks: one `data:` line.
     return f"id: {event.id}\nevent: {event.event}\ndata: {event.data}\n\n".encode()
 
@@ -76,7 +82,7 @@ class SseConsumer(AsyncHttpConsumer):
         )
 
     async def stream(
-        self, events: AsyncGenerator[TurnEvent, None], *, headers: Headers = ()
+        self, events: AsyncGenerator[Event, None], *, headers: Headers = ()
     ) -> bool:
         """Sends the events as they come. True once all were sent; False if
         the client disconnected first (the rest are dropped)."""
@@ -95,7 +101,7 @@ class SseConsumer(AsyncHttpConsumer):
         await self.send_body(b"")
         return True
 
-    async def _pump(self, events: AsyncGenerator[TurnEvent, None]) -> None:
+    async def _pump(self, events: AsyncGenerator[Event, None]) -> None:
         # The pending `anext` survives a keep-alive timeout: cancelling it
         # would close the generator (and its subscription) mid-stream.
         pending = asyncio.ensure_future(anext(events))

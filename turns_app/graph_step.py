@@ -1,9 +1,10 @@
-"""Step 2 of the protocol: run the graph for a claimed turn.
+"""Step 2 of the protocol, the graph adapter: run the graph for a claimed
+turn and turn what it streams into turn events.
 
 The run starts from the last *committed* state — the committed checkpoint, or
 the session's snapshot when that checkpoint is missing — on the turn's own
 checkpoint thread, and holds no transaction or row lock. It only proposes an
-`Outcome`; `protocol.turn_commit` decides whether it lands.
+`Outcome`; `services.turn_commit` decides whether it lands.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from agentsite.agent.models import build_model
 from agentsite.agent.registry import build_graph
 from agentsite.agent.transcript import transcript_to_messages
 from turns_app import faults
-from turns_app.protocol import Claim, Outcome
+from turns_app.types import Claim, Outcome
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,12 @@
-"""The turn protocol's database steps: claim, renew, commit, abort.
+"""The database steps of a turn: claim, renew, commit, abort; and purging a
+deleted session's turns.
 
-Each is one short `transaction.atomic()` that locks the session row; none is
-held while the model runs (DESIGN.md, "The turn protocol"). They are sync and
-return plain data, so async callers wrap them in `sync_to_async`.
+Each step is one short, durable `transaction.atomic()` that locks the session
+row first (`sessions_app.services.session_lock`); none is held while the
+model runs (DESIGN.md, "The turn protocol"). Durable, so calling one inside
+another transaction fails loudly instead of silently moving its commit point.
+They are sync and return plain data (turns_app.types); async callers go
+through `agentsite.asyncdb.db`.
 """
 
 from __future__ import annotations
@@ -10,29 +14,28 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
-from agentsite.agent.checkpointer import delete_threads
 from agentsite.errors import (
     IdempotencyConflict,
     InvalidIdempotencyKey,
     SessionBusy,
+    SessionNotFound,
     StaleTurn,
     TurnInProgress,
 )
-from sessions_app.models import AgentSession
-from sessions_app.selectors import check_session_key
-from sessions_app.services import session_lock_or_create
+from sessions_app.selectors import check_session_key, sessions_with_expired_lease
+from sessions_app.services import session_lock, session_lock_or_create
 from turns_app import faults
-from turns_app.models import AgentTurn, checkpoint_thread_id
-from turns_app.retention import retention_apply
+from turns_app.checkpoints import delete_threads, retention_apply
+from turns_app.models import AgentTurn
+from turns_app.types import Claim, Outcome, Replay, checkpoint_thread_id
+
+if TYPE_CHECKING:
+    from sessions_app.models import AgentSession
 
 logger = logging.getLogger(__name__)
 
@@ -53,59 +56,37 @@ def request_digest(request: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def lease_deadline():
-    return timezone.now() + timedelta(seconds=settings.AGENT_TURN_LEASE_SECONDS)
+# --- under the session's lock ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Replay:
-    """A committed turn answered again from its stored body."""
-
-    turn_id: UUID
-    body: str
-
-
-@dataclass(frozen=True)
-class Claim:
-    """What a run needs, copied out of the locked rows."""
-
-    turn_id: UUID
-    session_id: UUID
-    epoch: int
-    number: int
-    base_version: int
-    request: dict[str, Any]
-    form: list[dict[str, Any]]
-    fields: dict[str, Any]
-    stage: str
-    snapshot: dict[str, Any]
-    checkpoint_thread: str | None
-    committed_checkpoint_id: str | None
-
-    @property
-    def thread_id(self) -> str:
-        return checkpoint_thread_id(self.session_id, self.epoch, self.turn_id)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a finished run proposes to commit."""
-
-    reply: str
-    field_changes: dict[str, Any]
-    fields: dict[str, Any]
-    stage: str
-    snapshot: dict[str, Any]
-    checkpoint_id: str | None
-    thread_id: str | None = None
+def _lock_for_turn(turn_id: UUID) -> tuple[AgentTurn, AgentSession] | None:
+    """Call inside `transaction.atomic`. Locks the turn's session, then reads
+    the turn (the lock order of `session_lock`)."""
+    session_id = AgentTurn.objects.filter(pk=turn_id).values_list("session_id", flat=True).first()
+    if session_id is None:
+        return None
+    try:
+        session = session_lock(session_id=session_id, include_deleted=True)
+    except SessionNotFound:
+        return None
+    turn = AgentTurn.objects.filter(pk=turn_id).first()
+    if turn is None:
+        return None
+    return turn, session
 
 
 def _abort_locked(
-    turn: AgentTurn, session: AgentSession, code: str, message: str, *, purge: bool = False
+    turn: AgentTurn,
+    session: AgentSession,
+    code: str,
+    message: str,
+    *,
+    purge: bool = False,
+    last_event_id: int | None = None,
 ) -> None:
-    """Call inside `transaction.atomic` with the session locked. `purge` drops
-    the turn's checkpoint thread: only for a run known to be over (a dead
-    lease's process may still be writing; retention catches that one later)."""
+    """Call with the session locked. `purge` drops the turn's checkpoint
+    thread: only for a run known to be over (a dead lease's process may
+    still be writing; retention catches that one later)."""
     if purge and turn.status != AgentTurn.Status.COMMITTED:
         # Never a committed turn's thread: an abort after a commit whose
         # answer was lost (an outage) must not delete what it committed.
@@ -113,24 +94,27 @@ def _abort_locked(
     if turn.status == AgentTurn.Status.PENDING:
         turn.status = AgentTurn.Status.ABORTED
         turn.error = {"code": code, "message": message}
-        turn.finished_at = timezone.now()
-        turn.save(update_fields=["status", "error", "finished_at"])
+        turn.finished_at = session.db_now
+        turn.last_event_id = last_event_id
+        turn.save(update_fields=["status", "error", "finished_at", "last_event_id"])
     if session.active_turn_id == turn.id:
-        session.active_turn_id = None
-        session.lease_expires_at = None
-        session.save(update_fields=["active_turn_id", "lease_expires_at", "updated_at"])
+        session.release()
 
 
-def _expire_dead_turn(session: AgentSession, now) -> None:
-    """Call inside `transaction.atomic` with the session locked."""
-    if session.active_turn_id and not session.has_live_turn(now):
-        dead = AgentTurn.objects.filter(pk=session.active_turn_id).first()
-        if dead is not None:
-            _abort_locked(dead, session, "lease_expired", "the turn's lease ran out")
-        else:
-            session.active_turn_id = None
-            session.lease_expires_at = None
-            session.save(update_fields=["active_turn_id", "lease_expires_at", "updated_at"])
+def _expire_dead_turn(session: AgentSession) -> bool:
+    """Call with the session locked. Aborts the turn holding the session if
+    its lease ran out; True if there was one."""
+    if not session.active_turn_id or session.has_live_turn(session.db_now):
+        return False
+    dead = AgentTurn.objects.filter(pk=session.active_turn_id).first()
+    if dead is not None:
+        _abort_locked(dead, session, "lease_expired", "the turn's lease ran out")
+    else:
+        session.release()
+    return True
+
+
+# --- the steps ---------------------------------------------------------------------------
 
 
 def turn_claim(
@@ -141,10 +125,9 @@ def turn_claim(
     when a live turn holds the session (the caller decides whether to wait)."""
     check_session_key(key)
     digest = request_digest(request)
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         session = session_lock_or_create(owner=owner, key=key)
-        now = timezone.now()
-        _expire_dead_turn(session, now)
+        _expire_dead_turn(session)
         if idempotency_key is not None:
             previous = (
                 AgentTurn.objects.filter(
@@ -159,7 +142,7 @@ def turn_claim(
                 if previous.status == AgentTurn.Status.COMMITTED:
                     return Replay(turn_id=previous.id, body=previous.result)
                 raise TurnInProgress()
-        if session.has_live_turn(now):
+        if session.has_live_turn(session.db_now):
             raise SessionBusy()
         last = (
             AgentTurn.objects.filter(session=session, epoch=session.epoch)
@@ -176,50 +159,34 @@ def turn_claim(
             request_digest=digest,
             request=request,
         )
-        session.active_turn_id = turn.id
-        session.lease_expires_at = lease_deadline()
-        session.save(update_fields=["active_turn_id", "lease_expires_at", "updated_at"])
-        return Claim(
-            turn_id=turn.id,
-            session_id=session.id,
-            epoch=session.epoch,
-            number=turn.number,
-            base_version=session.version,
-            request=request,
-            form=session.form,
-            fields=session.fields,
-            stage=session.stage,
-            snapshot=session.snapshot,
-            checkpoint_thread=session.checkpoint_thread,
-            committed_checkpoint_id=session.committed_checkpoint_id,
-        )
-
-
-def _lock_for_turn(turn_id: UUID) -> tuple[AgentTurn, AgentSession] | None:
-    """Call inside `transaction.atomic`. Locks the turn's session, then reads
-    the turn (session first, always, so no two paths lock in opposite order)."""
-    session_id = AgentTurn.objects.filter(pk=turn_id).values_list("session_id", flat=True).first()
-    if session_id is None:
-        return None
-    session = AgentSession.objects.select_for_update().filter(pk=session_id).first()
-    turn = AgentTurn.objects.filter(pk=turn_id).first()
-    if session is None or turn is None:
-        return None
-    return turn, session
+        session.hold(turn.id, session.db_now)
+    return Claim(
+        turn_id=turn.id,
+        session_id=session.id,
+        epoch=session.epoch,
+        number=turn.number,
+        base_version=session.version,
+        request=request,
+        form=session.form,
+        fields=session.fields,
+        stage=session.stage,
+        snapshot=session.snapshot,
+        checkpoint_thread=session.checkpoint_thread,
+        committed_checkpoint_id=session.committed_checkpoint_id,
+    )
 
 
 def turn_renew_lease(*, turn_id: UUID) -> bool:
     """Extends the lease while the turn still holds the session; False means
     it lost it (fenced off by a delete, a set-fields or an expiry)."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         locked = _lock_for_turn(turn_id)
         if locked is None:
             return False
         turn, session = locked
         if turn.status != AgentTurn.Status.PENDING or session.active_turn_id != turn.id:
             return False
-        session.lease_expires_at = lease_deadline()
-        session.save(update_fields=["lease_expires_at"])
+        session.hold(turn.id, session.db_now)
         return True
 
 
@@ -236,13 +203,17 @@ def render_result(turn: AgentTurn, session: AgentSession, outcome: Outcome) -> s
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
-def turn_commit(*, turn_id: UUID, outcome: Outcome) -> str:
+def turn_commit(*, turn_id: UUID, outcome: Outcome, last_event_id: int | None = None) -> str:
     """Step 3. Succeeds only if the session is still at the turn's epoch and
     base version and the turn still holds a live lease; otherwise the turn is
-    aborted (`stale_turn`) and nothing else changes. Returns the stored body."""
+    aborted (`stale_turn`) and nothing else changes. Returns the stored body.
+    `last_event_id` is the id its `done` event will have on the live stream.
+
+    Retention runs after the commit (on_commit, robust): housekeeping never
+    holds the session's lock, and a failed prune never undoes a good turn."""
     faults.hit("before_commit")
     stale: str | None = None
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         locked = _lock_for_turn(turn_id)
         if locked is None:
             # Deleted along with its session: what the run wrote is nobody's.
@@ -250,25 +221,34 @@ def turn_commit(*, turn_id: UUID, outcome: Outcome) -> str:
             stale = "the session was deleted while the turn ran"
         else:
             turn, session = locked
-            stale = _commit_locked(turn, session, outcome)
+            stale = _commit_locked(turn, session, outcome, last_event_id)
+            if stale is None:
+
+                def prune() -> None:
+                    # A named function: Django's robust on_commit logs a
+                    # failure by the callable's __qualname__ (partial has none).
+                    retention_apply(session_id=session.id, epoch=turn.epoch, number=turn.number)
+
+                transaction.on_commit(prune, robust=True)
     if stale is not None:
         raise StaleTurn(stale)
     faults.hit("after_commit")
     return turn.result
 
 
-def _commit_locked(turn: AgentTurn, session: AgentSession, outcome: Outcome) -> str | None:
-    """Call inside `transaction.atomic` with the session locked. Returns why
-    the turn is stale (and aborts it), or None once it is committed."""
-    now = timezone.now()
+def _commit_locked(
+    turn: AgentTurn, session: AgentSession, outcome: Outcome, last_event_id: int | None
+) -> str | None:
+    """Call with the session locked. Returns why the turn is stale (and
+    aborts it), or None once it is committed."""
     stale = None
     if turn.status != AgentTurn.Status.PENDING:
         stale = f"the turn is already {turn.status}"
-    elif session.deleted_at is not None or session.epoch != turn.epoch:
+    elif session.is_deleted or session.epoch != turn.epoch:
         stale = "the session was deleted while the turn ran"
     elif session.version != turn.base_version:
         stale = "the session's version moved while the turn ran"
-    elif session.active_turn_id != turn.id or not session.has_live_turn(now):
+    elif session.active_turn_id != turn.id or not session.has_live_turn(session.db_now):
         stale = "the turn lost its lease on the session"
     if stale is not None:
         _abort_locked(turn, session, "stale_turn", stale, purge=True)
@@ -285,57 +265,73 @@ def _commit_locked(turn: AgentTurn, session: AgentSession, outcome: Outcome) -> 
     session.save()
     turn.status = AgentTurn.Status.COMMITTED
     turn.checkpoint_id = outcome.checkpoint_id
-    turn.finished_at = now
+    turn.finished_at = session.db_now
+    turn.last_event_id = last_event_id
     turn.result = render_result(turn, session, outcome)
-    turn.save(update_fields=["status", "checkpoint_id", "finished_at", "result"])
-    retention_apply(session=session, turn=turn)
+    turn.save(update_fields=["status", "checkpoint_id", "finished_at", "result", "last_event_id"])
     return None
 
 
-def turn_abort(*, turn_id: UUID, code: str, message: str, thread_id: str | None = None) -> None:
+def turn_abort(
+    *,
+    turn_id: UUID,
+    code: str,
+    message: str,
+    thread_id: str | None = None,
+    last_event_id: int | None = None,
+) -> None:
     """Marks a pending turn aborted, drops its checkpoint thread, and frees
     the session if the turn holds it. Call only once the run is over.
     `thread_id` is the run's thread: when the turn was deleted with its
     session, what the run wrote (a cancelled run still saves on exit) is
-    nobody's and is dropped here, as `turn_commit` does."""
-    with transaction.atomic():
+    nobody's and is dropped here, as `turn_commit` does. `last_event_id` is
+    the id its `error` event had on the live stream."""
+    with transaction.atomic(durable=True):
         locked = _lock_for_turn(turn_id)
         if locked is None:
             delete_threads([thread_id] if thread_id else [])
             return
         turn, session = locked
-        _abort_locked(turn, session, code, message, purge=True)
+        _abort_locked(turn, session, code, message, purge=True, last_event_id=last_event_id)
 
 
 def turns_expire_dead() -> int:
     """Abort every turn whose lease ran out (its process died), without
     waiting for the next claim on its session. Safe while serving: each
     session is re-checked under its row lock. Returns how many were aborted."""
-    now = timezone.now()
-    candidates = list(
-        AgentSession.objects.filter(active_turn_id__isnull=False, lease_expires_at__lt=now)
-        .values_list("id", flat=True)
-    )
     expired = 0
-    for session_id in candidates:
-        with transaction.atomic():
-            session = AgentSession.objects.select_for_update().filter(pk=session_id).first()
-            now = timezone.now()
-            if session is not None and session.active_turn_id and not session.has_live_turn(now):
-                _expire_dead_turn(session, now)
-                expired += 1
+    for session_id in sessions_with_expired_lease():
+        with transaction.atomic(durable=True):
+            try:
+                session = session_lock(session_id=session_id, include_deleted=True)
+            except SessionNotFound:
+                continue
+            expired += _expire_dead_turn(session)
     return expired
 
 
 def turns_abort_pending(*, reason: str = "the server restarted before the turn committed") -> int:
     """Start-up in single-process (SQLite) mode: nothing else can be running a
     turn, so every `pending` turn is dead. Returns how many were aborted."""
-    aborted = 0
     pending = list(
         AgentTurn.objects.filter(status=AgentTurn.Status.PENDING).values_list("id", flat=True)
     )
     for turn_id in pending:
         turn_abort(turn_id=turn_id, code="server_restarted", message=reason)
-        aborted += 1
-    return aborted
+    return len(pending)
 
+
+# --- deleting a session ---------------------------------------------------------------------
+
+
+def session_turns_purge(*, session: AgentSession, **_: object) -> None:
+    """Receiver of `sessions_app.signals.session_deleting`, inside the
+    delete's transaction with the session locked: drop every checkpoint
+    thread and every turn of the session, so they go with the tombstone or
+    not at all. Connected in `TurnsAppConfig.ready`."""
+    turns = list(AgentTurn.objects.filter(session=session).values_list("id", "epoch"))
+    threads = [checkpoint_thread_id(session.id, epoch, turn_id) for turn_id, epoch in turns]
+    if session.checkpoint_thread:
+        threads.append(session.checkpoint_thread)
+    delete_threads(sorted(set(threads)))
+    AgentTurn.objects.filter(session=session).delete()

@@ -1,0 +1,90 @@
+"""Rendering helpers the admin pages share: read-only values, tables and
+JSON blocks, and a text-box list filter. Plain Django, no app models."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.utils.formats import date_format
+from django.utils.html import format_html, format_html_join
+from django.utils.timezone import localtime
+
+
+def display_value(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def when(moment) -> str:
+    return date_format(localtime(moment), "DATETIME_FORMAT") if moment else "—"
+
+
+def html_table(headers: list[str], rows: list[list[Any]], empty: str) -> str:
+    if not rows:
+        return format_html('<p class="agentsite-empty">{}</p>', empty)
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    body = format_html_join(
+        "",
+        "<tr>{}</tr>",
+        ((format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows),
+    )
+    return format_html(
+        '<table class="agentsite-table"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
+        head,
+        body,
+    )
+
+
+def pretty_json(value: Any) -> str:
+    """A read-only `<pre>` block of indented JSON (escaped)."""
+    if value is None or value == "":
+        return "—"
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    return format_html('<pre class="agentsite-json">{}</pre>', text)
+
+
+def pretty_json_text(raw: str | None) -> str:
+    """Stored JSON text (a turn's committed body) shown indented; text that is
+    not JSON is shown as it is."""
+    if not raw:
+        return "—"
+    try:
+        return pretty_json(json.loads(raw))
+    except ValueError:
+        return format_html('<pre class="agentsite-json">{}</pre>', raw)
+
+
+class InputFilter(admin.SimpleListFilter):
+    """A filter with a text box instead of a list of choices, so it never
+    loads every distinct value of a big table into the sidebar."""
+
+    template = "admin/agentsite/input_filter.html"
+
+    def lookups(self, request, model_admin):
+        return ()
+
+    def has_output(self) -> bool:
+        return True
+
+    def choices(self, changelist):
+        # One "choice": what the template needs to rebuild the query string.
+        kept = [
+            (name, value)
+            for name, values in changelist.get_filters_params().items()
+            if name != self.parameter_name
+            for value in values
+        ]
+        for name in ("q", "o"):
+            if name in changelist.params:
+                kept.append((name, changelist.params[name]))
+        yield {
+            "parameter_name": self.parameter_name,
+            "value": self.value() or "",
+            "kept": kept,
+            "clear_query_string": changelist.get_query_string(remove=[self.parameter_name]),
+        }

@@ -1,0 +1,41 @@
+"""Who is calling: the API key in `Authorization: Bearer <key>`, read the same
+way by the ninja API (`ApiKeyAuth`) and the Channels consumers
+(`authenticate`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.http import HttpRequest
+from ninja.security import HttpBearer
+
+from agentsite.asyncdb import db
+from agentsite.errors import Unauthorized
+from sessions_app.models import ApiKey
+from sessions_app.services import api_key_authenticate
+
+
+def bearer_token(headers: Mapping[str, str]) -> str:
+    """The key from the Authorization header; `headers` is case-insensitive
+    (Django's) or has lower-case names (an ASGI scope's, decoded)."""
+    scheme, _, token = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized()
+    return token.strip()
+
+
+async def authenticate(headers: Mapping[str, str]) -> ApiKey:
+    return await db(api_key_authenticate, raw=bearer_token(headers))
+
+
+class ApiKeyAuth(HttpBearer):
+    """ninja's bearer scheme (it documents the API's security in OpenAPI),
+    reading the key exactly as the consumers do."""
+
+    is_async = True
+
+    async def __call__(self, request: HttpRequest) -> ApiKey:
+        return await authenticate(request.headers)
+
+    def authenticate(self, request: HttpRequest, token: str) -> ApiKey:  # pragma: no cover
+        raise NotImplementedError("ApiKeyAuth authenticates in __call__")

@@ -1,0 +1,48 @@
+"""List filters of the session admin: none of them reads the table to build
+its sidebar."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from agentsite.admin_display import InputFilter
+
+
+class OwnerFilter(InputFilter):
+    title = "owner"
+    parameter_name = "owner"
+
+    def queryset(self, request, queryset):
+        value = (self.value() or "").strip()
+        return queryset.filter(owner=value) if value else queryset
+
+
+class LiveFilter(admin.SimpleListFilter):
+    """Live sessions by default; tombstones only when asked for."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return (("live", "Live"), ("deleted", "Deleted (tombstones)"), ("all", "All"))
+
+    def _current(self) -> str:
+        value = self.value()
+        return value if value in {"live", "deleted", "all"} else "live"
+
+    def queryset(self, request, queryset):
+        current = self._current()
+        if current == "live":
+            return queryset.filter(deleted_at__isnull=True)
+        if current == "deleted":
+            return queryset.filter(deleted_at__isnull=False)
+        return queryset
+
+    def choices(self, changelist):
+        current = self._current()
+        for lookup, title in self.lookup_choices:
+            yield {
+                "selected": current == lookup,
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+                "display": title,
+            }

@@ -1,0 +1,385 @@
+"""The operator's session admin: find a session, read what happened in it,
+set its fields, delete it.
+
+It lives in turns_app, not sessions_app, because a session's page is mostly
+its turns (the inline, the transcript, the checkpoint storage). Business rows
+are never edited by hand: fields change only through `session_set_fields`
+(version-conditional like the API), and deletes go through `session_delete`
+for the delete page *and* the bulk action. Each of those services runs its
+own durable transaction, so the views that call them must not open one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.defaultfilters import filesizeformat, linebreaksbr, pluralize
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
+
+from agentsite.admin_display import display_value, html_table, pretty_json, when
+from agentsite.errors import ApiError, InvalidFields, VersionConflict
+from sessions_app.models import AgentSession
+from sessions_app.services import session_delete, session_set_fields
+from turns_app.admin.filters import LiveFilter, OwnerFilter
+from turns_app.admin.forms import SetFieldsForm
+from turns_app.admin.turns import AgentTurnInline
+from turns_app.checkpoints import thread_storage
+from turns_app.selectors import turn_counts
+
+
+def session_storage(session: AgentSession) -> dict[str, int]:
+    """Checkpoint rows and bytes of every thread of this session (all epochs)."""
+    return thread_storage(f"{session.id}:")
+
+
+@admin.register(AgentSession)
+class AgentSessionAdmin(admin.ModelAdmin):
+    list_display = (
+        "key",
+        "owner",
+        "stage",
+        "version",
+        "epoch",
+        "turn_count",
+        "last_activity",
+        "state_label",
+    )
+    list_display_links = ("key",)
+    # Closed lists (stage's choices, three states) or a text box (owner): no
+    # filter reads the table to build its sidebar.
+    list_filter = (LiveFilter, "stage", OwnerFilter)
+    search_fields = ("key", "owner")
+    search_help_text = "Search by session key or owner."
+    ordering = ("-updated_at",)
+    # Every column is a column of the session row (turn_count is kept by the
+    # commit), so the list is one query whatever the page size.
+    list_select_related = False
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    inlines = (AgentTurnInline,)
+    delete_confirmation_template = "admin/sessions_app/agentsession/delete_confirmation.html"
+    delete_selected_confirmation_template = (
+        "admin/sessions_app/agentsession/delete_selected_confirmation.html"
+    )
+    fieldsets = (
+        (
+            "Session",
+            {
+                "fields": (
+                    "key",
+                    "owner",
+                    "id",
+                    "state",
+                    "stage",
+                    "version",
+                    "epoch",
+                    "turn_count",
+                    "active_turn",
+                    "created_at",
+                    "updated_at",
+                )
+            },
+        ),
+        ("Fields", {"fields": ("fields_table",)}),
+        ("Transcript", {"fields": ("transcript",)}),
+        ("Form spec", {"fields": ("form_spec_table",)}),
+        (
+            "Checkpoints",
+            {"fields": ("committed_checkpoint_id", "checkpoint_thread", "checkpoint_storage")},
+        ),
+        ("Snapshot", {"classes": ("collapse",), "fields": ("snapshot_json",)}),
+        ("Metadata", {"classes": ("collapse",), "fields": ("metadata_json",)}),
+    )
+    # Everything shown is read-only: the fieldsets are the whole list.
+    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
+
+    # -- permissions: read-only, deletable through the service ---------------------------
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_set_fields_permission(self, request) -> bool:
+        """Setting fields through the service needs the model's change
+        permission, although the page itself is never an edit form."""
+        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
+
+    # -- list columns ----------------------------------------------------------------------
+
+    @admin.display(description="last activity", ordering="updated_at")
+    def last_activity(self, session: AgentSession) -> str:
+        return when(session.updated_at)
+
+    @admin.display(description="state", ordering="deleted_at")
+    def state_label(self, session: AgentSession) -> str:
+        if not session.is_deleted:
+            return "live"
+        return format_html(
+            '<span class="agentsite-tombstone">deleted</span> {}', when(session.deleted_at)
+        )
+
+    # -- change page ---------------------------------------------------------------------
+
+    @admin.display(description="state")
+    def state(self, session: AgentSession) -> str:
+        if not session.is_deleted:
+            return "live"
+        return format_html(
+            '<strong class="agentsite-tombstone">deleted</strong> at {} — a tombstone: '
+            "fields, snapshot, turns and checkpoints were removed; epoch and version are kept",
+            when(session.deleted_at),
+        )
+
+    @admin.display(description="active turn")
+    def active_turn(self, session: AgentSession) -> str:
+        if not session.active_turn_id:
+            return "—"
+        url = reverse("admin:turns_app_agentturn_change", args=[session.active_turn_id])
+        return format_html(
+            '<a href="{}">{}</a> (lease until {})',
+            url,
+            session.active_turn_id,
+            when(session.lease_expires_at),
+        )
+
+    @admin.display(description="fields")
+    def fields_table(self, session: AgentSession) -> str:
+        values = session.fields or {}
+        specs = {spec.get("name"): spec for spec in session.form or []}
+        rows = []
+        for name, spec in specs.items():
+            value = values.get(name)
+            missing = spec.get("required") and value is None and not session.is_deleted
+            rows.append(
+                [
+                    name,
+                    spec.get("type", ""),
+                    mark_safe('<span class="agentsite-missing">missing</span>')
+                    if missing
+                    else display_value(value),
+                ]
+            )
+        # Values outside the form (should not happen, but show what is stored).
+        rows.extend(
+            [name, "not in form", display_value(value)]
+            for name, value in values.items()
+            if name not in specs
+        )
+        return html_table(["field", "type", "value"], rows, "The session has no form.")
+
+    @admin.display(description="form")
+    def form_spec_table(self, session: AgentSession) -> str:
+        rows = [
+            [
+                spec.get("name", ""),
+                spec.get("type", ""),
+                "yes" if spec.get("required") else "no",
+                spec.get("description", ""),
+                ", ".join(spec.get("enum") or []),
+            ]
+            for spec in session.form or []
+        ]
+        return html_table(["name", "type", "required", "description", "options"], rows, "No form spec.")
+
+    @admin.display(description="messages")
+    def transcript(self, session: AgentSession) -> str:
+        messages_ = (session.snapshot or {}).get("messages") or []
+        if not messages_:
+            return format_html('<p class="agentsite-empty">{}</p>', "No committed messages.")
+        items = format_html_join(
+            "",
+            '<li class="agentsite-msg agentsite-msg-{}"><span class="agentsite-role">{}</span>'
+            '<div class="agentsite-content">{}</div></li>',
+            (
+                (
+                    m.get("role", "unknown"),
+                    m.get("role", "unknown"),
+                    linebreaksbr(str(m.get("content", "")), autoescape=True),
+                )
+                for m in messages_
+                if isinstance(m, dict)
+            ),
+        )
+        return format_html('<ol class="agentsite-transcript">{}</ol>', items)
+
+    @admin.display(description="storage")
+    def checkpoint_storage(self, session: AgentSession) -> str:
+        storage = session_storage(session)
+        return format_html(
+            "{} row{}, {} in the checkpointer's tables (threads <code>{}:*</code>)",
+            storage["rows"],
+            pluralize(storage["rows"]),
+            filesizeformat(storage["bytes"]),
+            session.id,
+        )
+
+    @admin.display(description="snapshot")
+    def snapshot_json(self, session: AgentSession) -> str:
+        return pretty_json(session.snapshot)
+
+    @admin.display(description="metadata")
+    def metadata_json(self, session: AgentSession) -> str:
+        return pretty_json(session.metadata)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = {
+            **(extra_context or {}),
+            "can_set_fields": self.has_set_fields_permission(request),
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    # -- set fields (through the service) ------------------------------------------------
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "<path:object_id>/set-fields/",
+                self.admin_site.admin_view(self.set_fields_view),
+                name="%s_%s_set_fields" % info,
+            ),
+            *super().get_urls(),
+        ]
+
+    def set_fields_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        session = self.get_object(request, unquote(object_id))
+        if session is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if not self.has_set_fields_permission(request):
+            raise PermissionDenied
+        change_url = reverse("admin:sessions_app_agentsession_change", args=[session.pk])
+        if session.is_deleted:
+            self.message_user(request, "A deleted session has no fields to set.", messages.ERROR)
+            return HttpResponseRedirect(change_url)
+        form = SetFieldsForm(request.POST or None, session=session)
+        if request.method == "POST" and form.is_valid() and self._set_fields(request, session, form):
+            return HttpResponseRedirect(change_url)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Set fields of {session}",
+            "subtitle": None,
+            "opts": self.opts,
+            "original": session,
+            "form": form,
+            "change_url": change_url,
+        }
+        return TemplateResponse(request, "admin/sessions_app/agentsession/set_fields.html", context)
+
+    def _set_fields(self, request: HttpRequest, session: AgentSession, form: SetFieldsForm) -> bool:
+        """Calls the service with the version the operator saw; reports the
+        outcome as admin messages (and field errors on the form)."""
+        values = form.changed_values()
+        if not values:
+            self.message_user(request, "Nothing changed: edit at least one field.", messages.WARNING)
+            return False
+        try:
+            update = session_set_fields(
+                owner=session.owner,
+                key=session.key,
+                values=values,
+                expected_version=form.cleaned_data[SetFieldsForm.VERSION],
+            )
+        except InvalidFields as exc:
+            for error in exc.details or []:
+                field = error.get("field")
+                form.add_error(field if field in form.fields else None, error.get("message"))
+            self.message_user(request, f"Not saved: {exc.message}.", messages.ERROR)
+            return False
+        except VersionConflict as exc:
+            self.message_user(
+                request,
+                f"Not saved: {exc.message}. Someone changed the session after you opened "
+                "this page; reload it and try again.",
+                messages.ERROR,
+            )
+            return False
+        except ApiError as exc:  # session_busy (a turn is running), session_not_found
+            self.message_user(request, f"Not saved: {exc.message}.", messages.ERROR)
+            return False
+        changed = ", ".join(sorted(update.changes)) or "no values"
+        self.message_user(
+            request,
+            f"Fields set ({changed} changed); the session is now at version "
+            f"{update.session.version}.",
+            messages.SUCCESS,
+        )
+        return True
+
+    # -- delete through the service -----------------------------------------------------------
+
+    def get_deleted_objects(self, objs, request):
+        """What `session_delete` removes and keeps, per session, for both
+        confirmation pages. The rows stay (tombstones), so Django's cascade
+        collector would describe the wrong thing."""
+        sessions = list(objs)
+        counts = turn_counts(session_ids=[s.pk for s in sessions])
+        described: list[Any] = []
+        totals = {"turns": 0, "checkpoint rows": 0}
+        for session in sessions:
+            storage = session_storage(session)
+            turns = counts.get(session.pk, 0)
+            totals["turns"] += turns
+            totals["checkpoint rows"] += storage["rows"]
+            fields = sorted((session.fields or {}).keys())
+            message_count = len((session.snapshot or {}).get("messages") or [])
+            next_epoch = session.epoch if session.is_deleted else session.epoch + 1
+            state = "already a tombstone" if session.is_deleted else "live"
+            described.append(f"Agent session {session} — {state}")
+            described.append(
+                [
+                    f"fields: {len(fields)} value(s)" + (f" ({', '.join(fields)})" if fields else ""),
+                    f"snapshot: {message_count} transcript message(s)",
+                    f"turns: {turns}",
+                    f"checkpoint rows: {storage['rows']} ({filesizeformat(storage['bytes'])})",
+                    f"kept: a tombstone row with deleted_at set, epoch {next_epoch}, "
+                    f"version {session.version}",
+                ]
+            )
+        model_count = {
+            "agent sessions (kept as tombstones)": len(sessions),
+            **totals,
+        }
+        # session_delete needs no permission on turns or checkpoints: nothing
+        # is lacking and nothing is protected.
+        return described, model_count, set(), []
+
+    def delete_view(self, request, object_id, extra_context=None):
+        # Django wraps the delete view in a transaction; `session_delete` runs
+        # its own durable one (purge + tombstone), which must not be nested.
+        return self._delete_view(request, object_id, extra_context)
+
+    def delete_model(self, request, obj: AgentSession) -> None:
+        session_delete(session_id=obj.pk)
+
+    def delete_queryset(self, request, queryset) -> None:
+        # One transaction per session: each delete is whole on its own.
+        for session_id in queryset.values_list("pk", flat=True):
+            session_delete(session_id=session_id)
+
+    def response_delete(self, request, obj_display, obj_id):
+        response = super().response_delete(request, obj_display, obj_id)
+        if not isinstance(response, HttpResponseRedirect):
+            return response  # a popup's response
+        self.message_user(
+            request,
+            "Its checkpoints, fields, snapshot and turns were removed; the tombstone is listed "
+            "under the “Deleted” filter.",
+            messages.INFO,
+        )
+        # Django sends users without change permission to the index; this
+        # admin never grants change, so go back to the (filtered) list.
+        url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
+        preserved = self.get_preserved_filters(request)
+        return HttpResponseRedirect(
+            add_preserved_filters({"preserved_filters": preserved, "opts": self.opts}, url)
+        )

@@ -1,0 +1,275 @@
+"""The execution of a running turn: claim → run → commit as one asyncio task,
+for both deliveries (the JSON endpoint and the SSE stream).
+
+A claimed turn runs in its own task, registered by turn id, so it can outlive
+the request that started it (`AGENT_ON_DISCONNECT=continue`). While it runs a
+lease keeper renews its hold on the session; its events go to its
+`events.EventLog`; `done` is emitted only after the commit returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any
+from uuid import UUID
+
+import httpx
+import openai
+from django.conf import settings
+
+from agentsite.asyncdb import db, is_storage_error, retry_while_busy
+from agentsite.errors import (
+    ApiError,
+    InternalError,
+    ModelError,
+    ModelTimeout,
+    StaleTurn,
+    StorageUnavailable,
+    TurnCancelled,
+)
+from turns_app.events import EventLog
+from turns_app.graph_step import run_graph
+from turns_app.services import turn_abort, turn_claim, turn_commit, turn_renew_lease
+from turns_app.types import Claim, Replay, TurnEvent
+
+logger = logging.getLogger(__name__)
+
+# The turns running in this process. asyncio keeps only weak references to
+# tasks: this registry keeps a turn alive after the request that started it.
+_running: dict[UUID, "TurnRun"] = {}
+_background: set[asyncio.Future] = set()  # strong refs to fire-and-forget work
+
+
+def _in_background(coro: Coroutine[Any, Any, Any]) -> None:
+    task = asyncio.ensure_future(coro)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, (TimeoutError, httpx.TimeoutException, openai.APITimeoutError))
+
+
+async def abort_claimed(claim: Claim, error: ApiError, last_event_id: int | None = None) -> None:
+    """Abort a claimed turn whose run is over (or never started)."""
+    try:
+        await db(
+            turn_abort,
+            turn_id=claim.turn_id,
+            code=str(error.code),
+            message=error.message,
+            thread_id=claim.thread_id,
+            last_event_id=last_event_id,
+        )
+    except Exception:
+        # The lease runs out on its own; the next claim aborts the turn then.
+        logger.exception("could not abort turn %s", claim.turn_id)
+
+
+class LeaseKeeper:
+    """Renews a running turn's lease every third of its length. If the turn
+    lost the session (fenced off), or renewals kept failing until the lease
+    ran out (another claim may take the session now), it stops the run: a
+    turn is either renewing or stopped, never running on a lease it lost."""
+
+    def __init__(self, turn_id: UUID, run: asyncio.Task) -> None:
+        self.turn_id = turn_id
+        self.run = run
+        self.lost = False
+        self.task = asyncio.ensure_future(self._keep())
+
+    async def _keep(self) -> None:
+        loop = asyncio.get_running_loop()
+        lease = settings.AGENT_TURN_LEASE_SECONDS
+        interval = max(lease / 3, 0.01)
+        # Measured from before each renewal was sent: never later than the
+        # deadline the database set.
+        held_until = loop.time() + lease
+        while not self.run.done():
+            await asyncio.sleep(interval)
+            sent = loop.time()
+            try:
+                held = await db(turn_renew_lease, turn_id=self.turn_id)
+            except Exception as exc:
+                if is_storage_error(exc) or isinstance(exc, StorageUnavailable):
+                    logger.warning("turn %s: could not renew its lease: %r", self.turn_id, exc)
+                else:
+                    logger.exception("turn %s: renewing its lease failed", self.turn_id)
+                if loop.time() < held_until:
+                    continue  # the lease still holds; try again
+                logger.error("turn %s: its lease ran out before a renewal got through", self.turn_id)
+                held = False
+            if not held:
+                self.lost = True
+                self.run.cancel()
+                return
+            held_until = sent + lease
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        await asyncio.wait({self.task})
+        if not self.task.cancelled() and self.task.exception() is not None:
+            logger.error("turn %s: the lease keeper failed", self.turn_id, exc_info=self.task.exception())
+
+
+class TurnRun:
+    """A claimed turn and the task that runs it to its commit (or abort)."""
+
+    def __init__(self, claim: Claim) -> None:
+        self.claim = claim
+        self.log = EventLog(claim.turn_id)
+        self._started = False
+        self._keeper: LeaseKeeper | None = None
+        self.task: asyncio.Task[str] | None = None
+
+    @property
+    def turn_id(self) -> UUID:
+        return self.claim.turn_id
+
+    def start(self) -> "TurnRun":
+        self.task = asyncio.create_task(self._execute(), name=f"turn-{self.turn_id}")
+        _running[self.turn_id] = self
+        self.task.add_done_callback(self._finished)
+        return self
+
+    def _finished(self, task: asyncio.Task) -> None:
+        _running.pop(self.turn_id, None)
+        # The events carry the outcome; whoever awaits the task still gets it raised.
+        if not task.cancelled():
+            task.exception()
+        if not self._started:
+            # Cancelled before its first step: _execute never ran, so nothing
+            # aborted the turn or told the followers.
+            self.log.close()
+            _in_background(self._abort(TurnCancelled()))
+
+    def emit(self, event: str, data: dict[str, Any] | str) -> TurnEvent:
+        return self.log.append(event, data)
+
+    async def _emit_async(self, event: str, data: dict[str, Any]) -> None:
+        self.emit(event, data)
+
+    async def _abort(self, error: ApiError) -> None:
+        await abort_claimed(self.claim, error)
+
+    async def _fail(self, error: ApiError) -> None:
+        # The client hears first; the abort may wait on a database that is away.
+        sent = self.emit("error", error.as_dict()["error"])
+        await abort_claimed(self.claim, error, last_event_id=sent.id)
+
+    async def _execute(self) -> str:
+        self._started = True
+        claim = self.claim
+        try:
+            self.emit(
+                "turn",
+                {
+                    "turn_id": str(claim.turn_id),
+                    "epoch": claim.epoch,
+                    "number": claim.number,
+                    "base_version": claim.base_version,
+                },
+            )
+            body = await self._run_and_commit()
+            self.emit("done", body)
+            return body
+        except ApiError as error:
+            await self._fail(error)
+            raise
+        except asyncio.CancelledError:
+            await self._fail(TurnCancelled())
+            raise
+        except Exception:
+            logger.exception("turn %s failed", self.turn_id)
+            await self._fail(InternalError("the turn failed on the server"))
+            raise
+        finally:
+            self.log.close()
+
+    async def _run_and_commit(self) -> str:
+        """Runs the graph and commits. Raises the ApiError the client should
+        see; `_execute` reports it and aborts the turn."""
+        graph_task = asyncio.create_task(run_graph(self.claim, self._emit_async))
+        keeper = LeaseKeeper(self.turn_id, graph_task)
+        try:
+            async with asyncio.timeout(settings.AGENT_MODEL_TIMEOUT_SECONDS):
+                outcome = await graph_task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if keeper.lost and (current is None or current.cancelling() == 0):
+                raise StaleTurn("the turn lost its lease on the session") from None
+            raise
+        except TimeoutError:
+            raise ModelTimeout() from None
+        except ApiError:
+            raise
+        except Exception as exc:
+            if is_storage_error(exc):
+                raise StorageUnavailable() from exc
+            if _is_timeout(exc):
+                raise ModelTimeout() from exc
+            logger.warning("turn %s: the model failed: %r", self.turn_id, exc)
+            raise ModelError(f"the model failed: {type(exc).__name__}; nothing was committed") from exc
+        finally:
+            await keeper.stop()
+        # Once the commit is sent it runs to its end even if the caller is
+        # cancelled: its answer (done, or stale/storage error) is the turn's.
+        # Nothing is emitted between here and `done`, so its id is known now.
+        commit = asyncio.ensure_future(
+            db(turn_commit, turn_id=self.turn_id, outcome=outcome, last_event_id=self.log.next_id)
+        )
+        try:
+            return await asyncio.shield(commit)
+        except asyncio.CancelledError:
+            await asyncio.wait([commit])
+            if commit.cancelled() or commit.exception() is not None:
+                raise
+            # The commit won the race with the cancel: the turn is committed,
+            # and saying otherwise would be a lie (a retry replays it anyway).
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            return commit.result()
+
+
+async def _abort_orphan(claiming: asyncio.Future) -> None:
+    try:
+        claimed = await claiming
+    except Exception:
+        return  # nothing was claimed
+    if isinstance(claimed, Claim):
+        await abort_claimed(claimed, TurnCancelled("the request went away before the turn started"))
+
+
+async def start_turn(
+    *, owner: str, key: str, request: dict[str, Any], idempotency_key: str | None
+) -> Replay | TurnRun:
+    """Claim the session and start the run, as one unit: if the caller is
+    cancelled while the claim runs in its worker thread (the client went
+    away), the claim may still commit, and the turn it claimed is aborted
+    as soon as it does, so no pending turn holds the session with nothing
+    running it."""
+    claiming = asyncio.ensure_future(
+        retry_while_busy(
+            turn_claim, owner=owner, key=key, request=request, idempotency_key=idempotency_key
+        )
+    )
+    try:
+        claimed = await asyncio.shield(claiming)
+    except asyncio.CancelledError:
+        _in_background(_abort_orphan(claiming))
+        raise
+    if isinstance(claimed, Replay):
+        return claimed
+    return TurnRun(claimed).start()
+
+
+async def await_turn(run: TurnRun) -> str:
+    """The committed body. With AGENT_ON_DISCONNECT=continue a cancelled
+    caller (client gone) leaves the turn running to its commit."""
+    assert run.task is not None
+    if settings.AGENT_ON_DISCONNECT == "continue":
+        return await asyncio.shield(run.task)
+    return await run.task
