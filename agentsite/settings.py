@@ -176,6 +176,9 @@ AGENT_SESSION_WAIT_SECONDS = env_number("AGENT_SESSION_WAIT_SECONDS", 5)
 AGENT_ON_DISCONNECT = env_choice("AGENT_ON_DISCONNECT", "continue", {"continue", "cancel"})
 AGENT_DB_POOL_SIZE = env_number("AGENT_DB_POOL_SIZE", 5, cast=int, minimum=1)
 AGENT_CHECKPOINT_KEEP = env_number("AGENT_CHECKPOINT_KEEP", 1, cast=int, minimum=1)
+# A finished turn's whole stream is kept this long, then compacted to its
+# `turn` and final events (which carry the outcome).
+AGENT_EVENT_RETENTION_SECONDS = env_number("AGENT_EVENT_RETENTION_SECONDS", 3600)
 # Off in every settings module but the test harness's; see turns_app.faults.
 AGENT_FAULT_INJECTION = False
 

@@ -13,29 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from uuid import UUID
 
 from django.conf import settings
 
 from agentsite.asyncdb import db
-from agentsite.errors import (
-    ApiError,
-    InternalError,
-    MethodNotAllowed,
-    TurnInProgress,
-    TurnNotFound,
-    ValidationFailed,
-)
+from agentsite.errors import ApiError, InternalError, MethodNotAllowed, TurnNotFound, ValidationFailed
 from agentsite.http.bodies import validate_body
 from agentsite.http.sse import Headers, SseConsumer
 from sessions_app.auth import authenticate
 from sessions_app.selectors import check_session_key
 from turns_app import selectors
-from turns_app.events import event_log, stored_events, unseen
+from turns_app.events import event_log, follow_stored
 from turns_app.execution import TurnRun, start_turn
-from turns_app.models import AgentTurn
 from turns_app.schemas import ChatIn
 from turns_app.services import check_idempotency_key
 from turns_app.types import Replay, TurnEvent
@@ -51,11 +43,6 @@ def parse_last_event_id(headers: dict[str, str]) -> int:
     if not (raw.isascii() and raw.isdigit() and len(raw) <= LAST_EVENT_ID_MAX_DIGITS):
         raise ValidationFailed("Last-Event-ID must be the id of an event of this turn")
     return int(raw)
-
-
-async def from_list(events: list[TurnEvent]) -> AsyncGenerator[TurnEvent, None]:
-    for event in events:
-        yield event
 
 
 async def client_gone(run: TurnRun) -> None:
@@ -126,18 +113,18 @@ class TurnStreamConsumer(_TurnStream):
             idempotency_key=check_idempotency_key(headers.get("idempotency-key")),
         )
         if isinstance(started, Replay):
-            turn = await db(selectors.turn_by_id, turn_id=started.turn_id)
-            replay = stored_events(turn, live_ids=False)
-            return Plan(from_list(replay), [(b"idempotent-replayed", b"true")])
+            # The stored stream, ids as they were live (compacted after
+            # AGENT_EVENT_RETENTION_SECONDS to `turn` and `done`).
+            return Plan(follow_stored(started.turn_id, 0), [(b"idempotent-replayed", b"true")])
         return Plan(started.log.follow(0), owned=started)
 
 
 class TurnReattachConsumer(_TurnStream):
-    """GET /api/sessions/{key}/turns/{turn_id}/stream. Follows a turn still
-    running (or just finished) in this process from Last-Event-ID on;
-    replays a finished one from storage; answers 409 `turn_in_progress` for
-    a turn running in another process (its events live there). A follower's
-    disconnect never cancels the turn: the request that started it owns it."""
+    """GET /api/sessions/{key}/turns/{turn_id}/stream: a turn's stream from
+    Last-Event-ID on, from any process — live if the turn runs here, from
+    the event log otherwise (woken when another process writes) — up to its
+    final event. A follower's disconnect never cancels the turn: the request
+    that started it owns it."""
 
     method = "GET"
 
@@ -148,18 +135,14 @@ class TurnReattachConsumer(_TurnStream):
         key = check_session_key(route["key"])
         turn_id = _parse_turn_id(route["turn_id"])
         after = parse_last_event_id(headers)
-        # Looked up before the row is read: a log that is not here now cannot
-        # appear later, so "pending and no log here" means another process.
+        await db(selectors.turn_of_owner, owner=api_key.owner, key=key, turn_id=turn_id)
         log = event_log(turn_id)
-        turn = await db(selectors.turn_of_owner, owner=api_key.owner, key=key, turn_id=turn_id)
         if log is not None:
-            if log.closed and log.ended and after >= log.events[-1].id:
-                return None
             return Plan(log.follow(after))
-        if turn.status == AgentTurn.Status.PENDING:
-            raise TurnInProgress("the turn is running in another server process; retry later")
-        rest = unseen(turn, after)
-        return Plan(from_list(rest)) if rest else None
+        logged = await db(selectors.turn_events_after, turn_id=turn_id, after=after)
+        if not logged.running and not logged.events and (logged.final is None or logged.final.id == after):
+            return None  # the client saw the final event
+        return Plan(follow_stored(turn_id, after))
 
 
 def _parse_turn_id(raw: str) -> UUID:

@@ -1,166 +1,227 @@
-"""The turn event log: what a turn's stream carries, numbered 1, 2, 3, …
+"""The turn event log: a turn's stream, numbered 1, 2, 3, … once for its
+whole life, stored in `agent_turn_events` and readable from any process.
 
-A running turn's events live in its `EventLog` (this process), which keeps
-them for `RETAIN_FINISHED_SECONDS` after the turn ended so a client that
-lost its stream near the end re-attaches with the ids it already holds.
-Otherwise a finished turn's stream is rebuilt from its row (`stored_events`),
-condensed, ending on the id its terminal event had live. The contract either
-way: a client that has not seen the terminal event (`done` or `error`) gets
-it; one that has gets nothing more.
+The process running a turn keeps its `EventLog`: events reach the clients
+following it here at once, and are written to the table in small batches
+(`BATCH_EVENTS` or `BATCH_SECONDS`, whichever comes first), outside the
+session's lock. Events that shape the turn (`fields`, tool calls) are
+written before anyone sees them; `turn` is written by the claim, `done` by
+the commit and `error` by the abort, in their transactions.
+
+Any other client — another process, after a restart — follows the table
+(`follow_stored`), woken by `wakeups` when new rows land. The contract
+either way: a client that has not seen the final event (`done`/`error`)
+gets it, whatever id it holds; one that has gets nothing more.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
-from agentsite.errors import InternalError
-from turns_app.models import AgentTurn
+from agentsite.asyncdb import db
+from agentsite.errors import InternalError, StaleTurn
+from turns_app import wakeups
+from turns_app.selectors import turn_events_after
+from turns_app.services import events_append, turn_expire_if_dead
 from turns_app.types import TERMINAL_EVENTS, TurnEvent
 
-RETAIN_FINISHED_SECONDS = 120.0
+logger = logging.getLogger(__name__)
+
+BATCH_EVENTS = 8
+BATCH_SECONDS = 0.01
+# A stored follower re-reads the log this often even if nothing woke it, and
+# checks then whether the turn's process died (its lease ran out).
+RECHECK_SECONDS = 1.0
 
 _logs: dict[UUID, "EventLog"] = {}
 
 
-def _json(data: dict[str, Any] | str) -> str:
+def encode(data: dict[str, Any] | str) -> str:
     return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
 
 
-class EventLog:
-    """One turn's events in this process, and the clients following them."""
+def event_log(turn_id: UUID) -> "EventLog | None":
+    """The turn's log if the turn is running in this process."""
+    return _logs.get(turn_id)
 
-    def __init__(self, turn_id: UUID) -> None:
+
+class EventLog:
+    """One running turn's events, in the process running it."""
+
+    def __init__(self, turn_id: UUID, first: TurnEvent) -> None:
         self.turn_id = turn_id
-        self.events: list[TurnEvent] = []
+        self.events: list[TurnEvent] = [first]  # shown to followers, in order
+        self._seq = first.id  # the last id given out
         self.closed = False
-        self.followed = False
         self._followers: list[asyncio.Queue[TurnEvent | None]] = []
+        self._unwritten: list[TurnEvent] = []
+        self._writing = asyncio.Lock()
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._flushes: set[asyncio.Task] = set()
+        self._gone = False  # the turn was deleted: nothing to write any more
         _logs[turn_id] = self
 
     @property
-    def next_id(self) -> int:
-        return len(self.events) + 1
+    def next_seq(self) -> int:
+        return self._seq + 1
+
+    def _new(self, event: str, data: dict[str, Any] | str) -> TurnEvent:
+        self._seq += 1
+        return TurnEvent(self._seq, event, encode(data))
+
+    # -- writing --------------------------------------------------------------------------
 
     def append(self, event: str, data: dict[str, Any] | str) -> TurnEvent:
-        item = TurnEvent(id=self.next_id, event=event, data=_json(data))
+        """Shown to local followers now, written with the next batch."""
+        item = self._new(event, data)
+        self.publish(item)
+        self._unwritten.append(item)
+        if len(self._unwritten) >= BATCH_EVENTS:
+            self._start_flush()
+        elif self._flush_timer is None:
+            self._flush_timer = asyncio.get_running_loop().call_later(BATCH_SECONDS, self._start_flush)
+        return item
+
+    async def append_written(self, event: str, data: dict[str, Any] | str) -> TurnEvent:
+        """Written (with everything before it) before any follower sees it."""
+        item = self._new(event, data)
+        self._unwritten.append(item)
+        await self.flush()
+        self.publish(item)
+        return item
+
+    def _start_flush(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        task = asyncio.ensure_future(self.flush())
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def flush(self) -> None:
+        """Write what is unwritten. A failed write keeps it for the next
+        attempt (the final event's transaction writes whatever is left)."""
+        async with self._writing:
+            batch, self._unwritten = self._unwritten, []
+            if not batch or self._gone:
+                return
+            try:
+                self._gone = not await db(events_append, turn_id=self.turn_id, events=batch)
+            except Exception as exc:
+                logger.warning("turn %s: could not write %d event(s): %r", self.turn_id, len(batch), exc)
+                self._unwritten = batch + self._unwritten
+
+    async def take_unwritten(self) -> list[TurnEvent]:
+        """For the transaction that writes the final event: everything not
+        yet written, once any batch in flight has landed. Call `give_back`
+        if that transaction fails."""
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        async with self._writing:
+            batch, self._unwritten = self._unwritten, []
+            return batch
+
+    def give_back(self, batch: list[TurnEvent]) -> None:
+        self._unwritten = batch + self._unwritten
+
+    # -- reading --------------------------------------------------------------------------
+
+    def publish(self, item: TurnEvent) -> None:
+        """Show an event to the followers here (the final event is published
+        by the run once its transaction wrote it)."""
+        self._seq = max(self._seq, item.id)
         self.events.append(item)
         for queue in self._followers:
             queue.put_nowait(item)
-        return item
 
     def close(self) -> None:
-        """The turn is over: followers get what is left, then the end. A log
-        someone streamed stays findable for a while, for clients re-attaching
-        with the ids they hold; others are rebuilt from storage if asked for."""
+        """The turn is over: followers get what is left, then the end."""
         if self.closed:
             return
         self.closed = True
+        _logs.pop(self.turn_id, None)
         for queue in self._followers:
             queue.put_nowait(None)
-        if not self.followed:
-            _logs.pop(self.turn_id, None)
-            return
-        try:
-            asyncio.get_running_loop().call_later(
-                RETAIN_FINISHED_SECONDS, _logs.pop, self.turn_id, None
-            )
-        except RuntimeError:  # no loop (a sync caller): nothing to keep it for
-            _logs.pop(self.turn_id, None)
 
     @property
     def ended(self) -> bool:
-        return bool(self.events) and self.events[-1].event in TERMINAL_EVENTS
+        return self.events[-1].event in TERMINAL_EVENTS
 
     async def follow(self, after: int = 0) -> AsyncIterator[TurnEvent]:
-        """Events with id > after: those already logged, then live ones, up to
-        the terminal event. A turn that ended without one (a bug in it) still
-        ends with an `error`: a stream never just stops."""
-        self.followed = True
+        """Events with id > after: those already shown, then live ones, up to
+        the final event, which a client that has not seen it always gets. A
+        turn that ended without one (a bug in it) still ends with an `error`:
+        a stream never just stops."""
         queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
-        backlog = [e for e in self.events if e.id > after]
+        backlog = list(self.events)
         closed = self.closed
         self._followers.append(queue)
         try:
-            seen = after
             for item in backlog:
-                seen = item.id
-                yield item
+                if _wanted(item, after):
+                    yield item
                 if item.event in TERMINAL_EVENTS:
                     return
             while not closed:
                 item = await queue.get()
                 if item is None:
                     break
-                if item.id > seen:
-                    seen = item.id
+                if _wanted(item, after):
                     yield item
-                    if item.event in TERMINAL_EVENTS:
-                        return
+                if item.event in TERMINAL_EVENTS:
+                    return
         finally:
             if queue in self._followers:
                 self._followers.remove(queue)
         if not self.ended:
-            yield TurnEvent(self.next_id, "error", _json(InternalError().as_dict()["error"]))
+            yield TurnEvent(self.next_seq, "error", encode(InternalError().as_dict()["error"]))
 
 
-def event_log(turn_id: UUID) -> EventLog | None:
-    """The turn's log if it runs here or ended here recently."""
-    return _logs.get(turn_id)
+async def _expire_if_dead(turn_id: UUID) -> None:
+    await db(turn_expire_if_dead, turn_id=turn_id)
 
 
-# --- finished turns, from their rows ---------------------------------------------------
+def _wanted(item: TurnEvent, after: int) -> bool:
+    """Past the client's id, or the final event it has not seen (a client
+    can hold an id past the final one when events it saw were never
+    written: its process died before the batch landed)."""
+    return item.id > after or (item.event in TERMINAL_EVENTS and item.id != after)
 
 
-def stored_events(turn: AgentTurn, *, live_ids: bool = True) -> list[TurnEvent]:
-    """A finished turn's stream rebuilt from its row, with no model call:
-    `turn`, `fields`, the whole reply as one `delta`, `done` (the stored body,
-    verbatim) — or `turn`, `error` for an aborted turn. With `live_ids` the
-    terminal event takes the id it had live (`turn.last_event_id`) when that
-    is known, so a client's Last-Event-ID from the live stream still places
-    it before or after the end; without, ids run 1, 2, 3, … (a replay: a new
-    stream for a new request). Rejected field proposals are not stored, so
-    `fields` carries the committed `field_changes` only."""
-    items: list[tuple[str, Any]] = [
-        (
-            "turn",
-            {
-                "turn_id": str(turn.id),
-                "epoch": turn.epoch,
-                "number": turn.number,
-                "base_version": turn.base_version,
-            },
-        )
-    ]
-    if turn.status == AgentTurn.Status.COMMITTED:
-        body = json.loads(turn.result)
-        items += [
-            ("fields", {"field_changes": body["field_changes"]}),
-            ("delta", {"text": body["reply"]}),
-            ("done", turn.result),
-        ]
-    else:
-        items.append(("error", turn.error))
-    terminal_id = (live_ids and turn.last_event_id) or len(items)
-    # Ids before the terminal one: 1, 2, …, but never reaching it (a short live
-    # stream, e.g. no `fields`, ends on a small id: the middle events go).
-    body_items = items[:-1][: terminal_id - 1]
-    events = [TurnEvent(n, name, _json(data)) for n, (name, data) in enumerate(body_items, start=1)]
-    events.append(TurnEvent(terminal_id, items[-1][0], _json(items[-1][1])))
-    return events
+async def follow_stored(turn_id: UUID, after: int) -> AsyncIterator[TurnEvent]:
+    """A turn's events from the table, past `after`, then as they are
+    written (by any process), up to the final event. If the process running
+    the turn died, the turn is aborted here once its lease has run out
+    (`lease_expired`), so the follower still gets its `error`."""
+    async with wakeups.subscription(turn_id) as woken:
+        while True:
+            logged = await db(turn_events_after, turn_id=turn_id, after=after)
+            for item in logged.events:
+                after = max(after, item.id)
+                yield item
+                if item.event in TERMINAL_EVENTS:
+                    return
+            if not logged.running:
+                final = logged.final
+                if final is None:  # deleted with its session while it ran
+                    gone = StaleTurn("the session was deleted while the turn ran")
+                    final = TurnEvent(after + 1, "error", encode(gone.as_dict()["error"]))
+                if final.id != after:
+                    yield final
+                return
+            if not await woken.wait(RECHECK_SECONDS):
+                await _expire_if_dead(turn_id)
 
 
-def unseen(turn: AgentTurn, after: int) -> list[TurnEvent]:
-    """The stored stream past Last-Event-ID. A client whose id is below the
-    terminal event's has not seen it, whatever else it saw. For a turn that
-    finished without recording that id (before it was recorded), an id past
-    the condensed stream came from the longer live one: the client gets the
-    terminal event, which carries the whole outcome."""
-    events = stored_events(turn)
-    rest = [e for e in events if e.id > after]
-    if not rest and turn.last_event_id is None and after > events[-1].id:
-        rest = events[-1:]
-    return rest
+def replay_from(turn_id: UUID, after: int = 0) -> AsyncIterator[TurnEvent]:
+    """A turn's stream for a client, from wherever it is: this process's
+    log if it runs here, else the table."""
+    log = event_log(turn_id)
+    return log.follow(after) if log is not None else follow_stored(turn_id, after)
+

@@ -29,7 +29,7 @@ from agentsite.errors import (
     StorageUnavailable,
     TurnCancelled,
 )
-from turns_app.events import EventLog
+from turns_app.events import EventLog, encode
 from turns_app.graph_step import run_graph
 from turns_app.services import turn_abort, turn_claim, turn_commit, turn_renew_lease
 from turns_app.types import Claim, Replay, TurnEvent
@@ -39,6 +39,11 @@ logger = logging.getLogger(__name__)
 # The turns running in this process. asyncio keeps only weak references to
 # tasks: this registry keeps a turn alive after the request that started it.
 _running: dict[UUID, "TurnRun"] = {}
+# Shown to followers here at once, written in the next batch; every other
+# event of a run is written before it is shown.
+SHOWN_BEFORE_WRITTEN = frozenset({"delta"})
+# How long the clients here wait for a failed turn's `error` to be written.
+ERROR_WRITE_SECONDS = 2.0
 _background: set[asyncio.Future] = set()  # strong refs to fire-and-forget work
 
 
@@ -52,20 +57,25 @@ def _is_timeout(exc: BaseException) -> bool:
     return isinstance(exc, (TimeoutError, httpx.TimeoutException, openai.APITimeoutError))
 
 
-async def abort_claimed(claim: Claim, error: ApiError, last_event_id: int | None = None) -> None:
-    """Abort a claimed turn whose run is over (or never started)."""
+async def abort_claimed(
+    claim: Claim, error: ApiError, *, pending: list[TurnEvent] = (), seq: int | None = None
+) -> TurnEvent | None:
+    """Abort a claimed turn whose run is over (or never started); returns its
+    final event as stored, or None if that could not be done or read."""
     try:
-        await db(
+        return await db(
             turn_abort,
             turn_id=claim.turn_id,
             code=str(error.code),
             message=error.message,
             thread_id=claim.thread_id,
-            last_event_id=last_event_id,
+            pending=list(pending),
+            seq=seq,
         )
     except Exception:
         # The lease runs out on its own; the next claim aborts the turn then.
         logger.exception("could not abort turn %s", claim.turn_id)
+        return None
 
 
 class LeaseKeeper:
@@ -119,7 +129,7 @@ class TurnRun:
 
     def __init__(self, claim: Claim) -> None:
         self.claim = claim
-        self.log = EventLog(claim.turn_id)
+        self.log = EventLog(claim.turn_id, claim.first_event)
         self._started = False
         self._keeper: LeaseKeeper | None = None
         self.task: asyncio.Task[str] | None = None
@@ -142,38 +152,42 @@ class TurnRun:
         if not self._started:
             # Cancelled before its first step: _execute never ran, so nothing
             # aborted the turn or told the followers.
+            _in_background(self._end_unstarted())
+
+    async def emit(self, event: str, data: dict[str, Any]) -> None:
+        """The graph step's events: deltas are shown at once and written in
+        the next batch; the others are written before anyone sees them."""
+        if event in SHOWN_BEFORE_WRITTEN:
+            self.log.append(event, data)
+        else:
+            await self.log.append_written(event, data)
+
+    async def _end_unstarted(self) -> None:
+        try:
+            await self._fail(TurnCancelled())
+        finally:
             self.log.close()
-            _in_background(self._abort(TurnCancelled()))
-
-    def emit(self, event: str, data: dict[str, Any] | str) -> TurnEvent:
-        return self.log.append(event, data)
-
-    async def _emit_async(self, event: str, data: dict[str, Any]) -> None:
-        self.emit(event, data)
-
-    async def _abort(self, error: ApiError) -> None:
-        await abort_claimed(self.claim, error)
 
     async def _fail(self, error: ApiError) -> None:
-        # The client hears first; the abort may wait on a database that is away.
-        sent = self.emit("error", error.as_dict()["error"])
-        await abort_claimed(self.claim, error, last_event_id=sent.id)
+        """Abort the turn and end its stream with the `error` event as
+        stored. The abort writes it; if the database does not answer soon,
+        the clients here hear first (with the id it will have) and the abort
+        goes on in the background."""
+        pending = await self.log.take_unwritten()
+        seq = self.log.next_seq
+        abort = asyncio.ensure_future(abort_claimed(self.claim, error, pending=pending, seq=seq))
+        done, _ = await asyncio.wait({abort}, timeout=ERROR_WRITE_SECONDS)
+        stored = abort.result() if done else None
+        if not done:
+            _background.add(abort)
+            abort.add_done_callback(_background.discard)
+        self.log.publish(stored or TurnEvent(seq, "error", encode(error.as_dict()["error"])))
 
     async def _execute(self) -> str:
         self._started = True
-        claim = self.claim
         try:
-            self.emit(
-                "turn",
-                {
-                    "turn_id": str(claim.turn_id),
-                    "epoch": claim.epoch,
-                    "number": claim.number,
-                    "base_version": claim.base_version,
-                },
-            )
-            body = await self._run_and_commit()
-            self.emit("done", body)
+            body, done_seq = await self._run_and_commit()
+            self.log.publish(TurnEvent(done_seq, "done", body))
             return body
         except ApiError as error:
             await self._fail(error)
@@ -188,10 +202,11 @@ class TurnRun:
         finally:
             self.log.close()
 
-    async def _run_and_commit(self) -> str:
-        """Runs the graph and commits. Raises the ApiError the client should
-        see; `_execute` reports it and aborts the turn."""
-        graph_task = asyncio.create_task(run_graph(self.claim, self._emit_async))
+    async def _run_and_commit(self) -> tuple[str, int]:
+        """Runs the graph and commits; returns the committed body and the id
+        of its `done` event. Raises the ApiError the client should see;
+        `_execute` reports it and aborts the turn."""
+        graph_task = asyncio.create_task(run_graph(self.claim, self.emit))
         keeper = LeaseKeeper(self.turn_id, graph_task)
         try:
             async with asyncio.timeout(settings.AGENT_MODEL_TIMEOUT_SECONDS):
@@ -216,22 +231,29 @@ class TurnRun:
             await keeper.stop()
         # Once the commit is sent it runs to its end even if the caller is
         # cancelled: its answer (done, or stale/storage error) is the turn's.
-        # Nothing is emitted between here and `done`, so its id is known now.
+        # It writes the events not yet written and `done`, whose id is the
+        # next one: nothing else is emitted from here on.
+        pending = await self.log.take_unwritten()
+        done_seq = self.log.next_seq
         commit = asyncio.ensure_future(
-            db(turn_commit, turn_id=self.turn_id, outcome=outcome, last_event_id=self.log.next_id)
+            db(turn_commit, turn_id=self.turn_id, outcome=outcome, pending=pending, done_seq=done_seq)
         )
         try:
-            return await asyncio.shield(commit)
+            return await asyncio.shield(commit), done_seq
         except asyncio.CancelledError:
             await asyncio.wait([commit])
             if commit.cancelled() or commit.exception() is not None:
+                self.log.give_back(pending)
                 raise
             # The commit won the race with the cancel: the turn is committed,
             # and saying otherwise would be a lie (a retry replays it anyway).
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
-            return commit.result()
+            return commit.result(), done_seq
+        except Exception:
+            self.log.give_back(pending)  # the abort writes them (a repeat is skipped)
+            raise
 
 
 async def _abort_orphan(claiming: asyncio.Future) -> None:

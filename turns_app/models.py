@@ -1,5 +1,6 @@
 """One chat turn: claimed as `pending`, then `committed` or `aborted`. The
-committed response body is stored verbatim so a replay is byte-identical."""
+committed response body is stored verbatim so a replay is byte-identical.
+Its stream's events are rows of `agent_turn_events`, numbered per turn."""
 
 from __future__ import annotations
 
@@ -31,9 +32,6 @@ class AgentTurn(models.Model):
     result = models.TextField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     checkpoint_id = models.CharField(max_length=255, null=True, blank=True)
-    # The id the terminal event (done/error) had on the live stream, so a
-    # stream rebuilt from this row ends on the id a client may already hold.
-    last_event_id = models.IntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -64,3 +62,27 @@ class AgentTurn(models.Model):
     def checkpoint_thread(self) -> str:
         return checkpoint_thread_id(self.session_id, self.epoch, self.id)
 
+
+
+class AgentTurnEvent(models.Model):
+    """One event of a turn's stream, as it was (or will be) sent: `seq` is the
+    SSE id, one sequence per turn for its whole life, live or replayed, on
+    any process. `data` is the JSON text sent, verbatim."""
+
+    id = models.BigAutoField(primary_key=True)
+    turn = models.ForeignKey(
+        AgentTurn, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
+    seq = models.IntegerField()
+    event = models.CharField(max_length=32)
+    data = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "agent_turn_events"
+        constraints = [
+            models.UniqueConstraint(fields=["turn", "seq"], name="agent_turn_event_seq_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.seq} {self.event} of turn {self.turn_id}"

@@ -14,10 +14,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from django.db import transaction
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max, OuterRef, Subquery
+from django.db.models.functions import Now
 
 from agentsite.errors import (
     IdempotencyConflict,
@@ -31,8 +35,9 @@ from sessions_app.selectors import check_session_key, sessions_with_expired_leas
 from sessions_app.services import session_lock, session_lock_or_create
 from turns_app import faults
 from turns_app.checkpoints import delete_threads, retention_apply
-from turns_app.models import AgentTurn
-from turns_app.types import Claim, Outcome, Replay, checkpoint_thread_id
+from turns_app.models import AgentTurn, AgentTurnEvent
+from turns_app.types import Claim, Outcome, Replay, TurnEvent, checkpoint_thread_id
+from turns_app.wakeups import wake_followers
 
 if TYPE_CHECKING:
     from sessions_app.models import AgentSession
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 IDEMPOTENCY_KEY_MAX = 128
+COMPACT_BATCH = 1000
 
 
 def check_idempotency_key(raw: str | None) -> str | None:
@@ -75,6 +81,28 @@ def _lock_for_turn(turn_id: UUID) -> tuple[AgentTurn, AgentSession] | None:
     return turn, session
 
 
+def _write_events(turn_id: UUID, events: list[TurnEvent]) -> None:
+    """Call inside a transaction. An event already written (a batch retried
+    after its answer was lost) is skipped, not duplicated."""
+    if events:
+        AgentTurnEvent.objects.bulk_create(
+            [AgentTurnEvent(turn_id=turn_id, seq=e.id, event=e.event, data=e.data) for e in events],
+            ignore_conflicts=True,
+        )
+        wake_followers(turn_id)
+
+
+def _write_terminal(turn: AgentTurn, event: str, data: str, pending: list[TurnEvent], seq: int | None) -> TurnEvent:
+    """Call with the session locked: the run's unwritten events, then the
+    final one, at `seq` (reserved by the run) or after everything stored."""
+    if seq is None:
+        stored = AgentTurnEvent.objects.filter(turn=turn).aggregate(last=Max("seq"))["last"] or 0
+        seq = max([stored, *(e.id for e in pending)]) + 1
+    terminal = TurnEvent(seq, event, data)
+    _write_events(turn.id, [*pending, terminal])
+    return terminal
+
+
 def _abort_locked(
     turn: AgentTurn,
     session: AgentSession,
@@ -82,11 +110,14 @@ def _abort_locked(
     message: str,
     *,
     purge: bool = False,
-    last_event_id: int | None = None,
+    pending: list[TurnEvent] = (),
+    seq: int | None = None,
 ) -> None:
-    """Call with the session locked. `purge` drops the turn's checkpoint
-    thread: only for a run known to be over (a dead lease's process may
-    still be writing; retention catches that one later)."""
+    """Call with the session locked. A pending turn becomes aborted and its
+    `error` event is written (after the run's `pending` events; at `seq`
+    when the run reserved one). `purge` drops the turn's checkpoint thread:
+    only for a run known to be over (a dead lease's process may still be
+    writing; retention catches that one later)."""
     if purge and turn.status != AgentTurn.Status.COMMITTED:
         # Never a committed turn's thread: an abort after a commit whose
         # answer was lost (an outage) must not delete what it committed.
@@ -95,8 +126,8 @@ def _abort_locked(
         turn.status = AgentTurn.Status.ABORTED
         turn.error = {"code": code, "message": message}
         turn.finished_at = session.db_now
-        turn.last_event_id = last_event_id
-        turn.save(update_fields=["status", "error", "finished_at", "last_event_id"])
+        turn.save(update_fields=["status", "error", "finished_at"])
+        _write_terminal(turn, "error", json.dumps(turn.error, ensure_ascii=False), list(pending), seq)
     if session.active_turn_id == turn.id:
         session.release()
 
@@ -159,8 +190,11 @@ def turn_claim(
             request_digest=digest,
             request=request,
         )
+        first = TurnEvent(1, "turn", turn_event_data(turn))
+        _write_events(turn.id, [first])
         session.hold(turn.id, session.db_now)
     return Claim(
+        first_event=first,
         turn_id=turn.id,
         session_id=session.id,
         epoch=session.epoch,
@@ -174,6 +208,28 @@ def turn_claim(
         checkpoint_thread=session.checkpoint_thread,
         committed_checkpoint_id=session.committed_checkpoint_id,
     )
+
+
+def turn_event_data(turn: AgentTurn) -> str:
+    """The first event of every turn's stream."""
+    return json.dumps(
+        {"turn_id": str(turn.id), "epoch": turn.epoch, "number": turn.number, "base_version": turn.base_version},
+        ensure_ascii=False,
+    )
+
+
+def events_append(*, turn_id: UUID, events: list[TurnEvent]) -> bool:
+    """A batch of a running turn's events, written outside the session's
+    lock (events order themselves by `seq`). False if the turn is gone
+    (deleted with its session): nobody will read them."""
+    try:
+        with transaction.atomic(durable=True):
+            _write_events(turn_id, events)
+    except IntegrityError:
+        if AgentTurn.objects.filter(pk=turn_id).exists():
+            raise
+        return False
+    return True
 
 
 def turn_renew_lease(*, turn_id: UUID) -> bool:
@@ -203,11 +259,19 @@ def render_result(turn: AgentTurn, session: AgentSession, outcome: Outcome) -> s
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
-def turn_commit(*, turn_id: UUID, outcome: Outcome, last_event_id: int | None = None) -> str:
+def turn_commit(
+    *,
+    turn_id: UUID,
+    outcome: Outcome,
+    pending: list[TurnEvent] = (),
+    done_seq: int | None = None,
+) -> str:
     """Step 3. Succeeds only if the session is still at the turn's epoch and
     base version and the turn still holds a live lease; otherwise the turn is
-    aborted (`stale_turn`) and nothing else changes. Returns the stored body.
-    `last_event_id` is the id its `done` event will have on the live stream.
+    aborted (`stale_turn`, its `error` event written) and nothing else
+    changes. Returns the stored body, which is also the `done` event's data,
+    written with the commit at `done_seq` after the run's `pending` events:
+    `done` is in the log exactly when the turn is committed.
 
     Retention runs after the commit (on_commit, robust): housekeeping never
     holds the session's lock, and a failed prune never undoes a good turn."""
@@ -221,7 +285,7 @@ def turn_commit(*, turn_id: UUID, outcome: Outcome, last_event_id: int | None = 
             stale = "the session was deleted while the turn ran"
         else:
             turn, session = locked
-            stale = _commit_locked(turn, session, outcome, last_event_id)
+            stale = _commit_locked(turn, session, outcome, list(pending), done_seq)
             if stale is None:
 
                 def prune() -> None:
@@ -237,7 +301,11 @@ def turn_commit(*, turn_id: UUID, outcome: Outcome, last_event_id: int | None = 
 
 
 def _commit_locked(
-    turn: AgentTurn, session: AgentSession, outcome: Outcome, last_event_id: int | None
+    turn: AgentTurn,
+    session: AgentSession,
+    outcome: Outcome,
+    pending: list[TurnEvent],
+    done_seq: int | None,
 ) -> str | None:
     """Call with the session locked. Returns why the turn is stale (and
     aborts it), or None once it is committed."""
@@ -251,7 +319,7 @@ def _commit_locked(
     elif session.active_turn_id != turn.id or not session.has_live_turn(session.db_now):
         stale = "the turn lost its lease on the session"
     if stale is not None:
-        _abort_locked(turn, session, "stale_turn", stale, purge=True)
+        _abort_locked(turn, session, "stale_turn", stale, purge=True, pending=pending, seq=done_seq)
         return stale
     session.fields = outcome.fields
     session.stage = outcome.stage
@@ -266,9 +334,9 @@ def _commit_locked(
     turn.status = AgentTurn.Status.COMMITTED
     turn.checkpoint_id = outcome.checkpoint_id
     turn.finished_at = session.db_now
-    turn.last_event_id = last_event_id
     turn.result = render_result(turn, session, outcome)
-    turn.save(update_fields=["status", "checkpoint_id", "finished_at", "result", "last_event_id"])
+    turn.save(update_fields=["status", "checkpoint_id", "finished_at", "result"])
+    _write_terminal(turn, "done", turn.result, pending, done_seq)
     return None
 
 
@@ -278,21 +346,26 @@ def turn_abort(
     code: str,
     message: str,
     thread_id: str | None = None,
-    last_event_id: int | None = None,
-) -> None:
-    """Marks a pending turn aborted, drops its checkpoint thread, and frees
-    the session if the turn holds it. Call only once the run is over.
-    `thread_id` is the run's thread: when the turn was deleted with its
-    session, what the run wrote (a cancelled run still saves on exit) is
-    nobody's and is dropped here, as `turn_commit` does. `last_event_id` is
-    the id its `error` event had on the live stream."""
+    pending: list[TurnEvent] = (),
+    seq: int | None = None,
+) -> TurnEvent | None:
+    """Marks a pending turn aborted (its `error` event written after the
+    run's `pending` ones, at `seq` if the run reserved it), drops its
+    checkpoint thread, and frees the session if the turn holds it. Call only
+    once the run is over. Returns the turn's final event as stored — this
+    one, or the one that ended it before (a stale commit's) — or None when
+    the turn is gone: `thread_id` is the run's thread, and when the turn was
+    deleted with its session, what the run wrote (a cancelled run still
+    saves on exit) is nobody's and is dropped here, as `turn_commit` does."""
     with transaction.atomic(durable=True):
         locked = _lock_for_turn(turn_id)
         if locked is None:
             delete_threads([thread_id] if thread_id else [])
-            return
+            return None
         turn, session = locked
-        _abort_locked(turn, session, code, message, purge=True, last_event_id=last_event_id)
+        _abort_locked(turn, session, code, message, purge=True, pending=list(pending), seq=seq)
+        last = AgentTurnEvent.objects.filter(turn=turn).order_by("-seq").first()
+        return TurnEvent(last.seq, last.event, last.data) if last is not None else None
 
 
 def turns_expire_dead() -> int:
@@ -308,6 +381,41 @@ def turns_expire_dead() -> int:
                 continue
             expired += _expire_dead_turn(session)
     return expired
+
+
+def turn_expire_if_dead(*, turn_id: UUID) -> bool:
+    """Abort this turn if its lease ran out (a follower's check that the
+    process running it is still alive). True if it aborted it."""
+    with transaction.atomic(durable=True):
+        locked = _lock_for_turn(turn_id)
+        if locked is None:
+            return False
+        turn, session = locked
+        if turn.status != AgentTurn.Status.PENDING or session.active_turn_id != turn.id:
+            return False
+        return _expire_dead_turn(session)
+
+
+def events_compact(*, older_than_seconds: float | None = None) -> int:
+    """Compact the logs of turns that ended more than the retention time ago
+    to their first (`turn`) and final (`done`/`error`) events: re-attaching
+    still ends in the outcome. Returns how many events it removed."""
+    seconds = settings.AGENT_EVENT_RETENTION_SECONDS if older_than_seconds is None else older_than_seconds
+    final = AgentTurnEvent.objects.filter(turn=OuterRef("turn")).order_by("-seq").values("seq")[:1]
+    doomed = (
+        AgentTurnEvent.objects.filter(
+            turn__finished_at__lt=Now() - timedelta(seconds=seconds),
+            turn__status__in=[AgentTurn.Status.COMMITTED, AgentTurn.Status.ABORTED],
+            seq__gt=1,
+        )
+        .exclude(seq=Subquery(final))
+        .values_list("id", flat=True)
+    )
+    removed = 0
+    while ids := list(doomed[:COMPACT_BATCH]):
+        with transaction.atomic(durable=True):
+            removed += AgentTurnEvent.objects.filter(id__in=ids).delete()[0]
+    return removed
 
 
 def turns_abort_pending(*, reason: str = "the server restarted before the turn committed") -> int:

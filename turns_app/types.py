@@ -28,6 +28,7 @@ class Replay:
 class Claim:
     """What a run needs, copied out of the locked rows."""
 
+    first_event: "TurnEvent"  # `turn`, written with the claim
     turn_id: UUID
     session_id: UUID
     epoch: int

@@ -365,9 +365,12 @@ def test_crash_after_commit_before_response(launch, alice):
     assert retry.status_code == 200
     assert retry.headers["idempotent-replayed"] == "true"
     assert retry.content == turn.result.encode()
-    # The stream replays it too, ending in `done` with the stored body.
+    # The stream replays its logged events too (the commit wrote those not
+    # yet written), ending in `done` with the stored body.
     assert response.status_code == 200 and response.headers["idempotent-replayed"] == "true"
-    assert names(events) == ["turn", "fields", "delta", "done"]
+    assert names(events)[:3] == ["turn", "fields", "delta"] and names(events)[-1] == "done"
+    assert [int(e.id) for e in events] == list(range(1, len(events) + 1))
+    assert "".join(json.loads(e.data)["text"] for e in events if e.event == "delta") == json.loads(turn.result)["reply"]
     assert events[-1].data == turn.result
     assert json.loads(events[0].data)["turn_id"] == str(turn.id)
     assert (conflict.status_code, conflict.json()["error"]["code"]) == (409, "idempotency_conflict")

@@ -221,13 +221,15 @@ async def test_replay_streams_the_stored_result_without_a_model_call(app, api, s
     events = await stream_events(stream)
     assert script.count() == calls
     assert stream.headers["idempotent-replayed"] == "true"
-    assert names(events) == ["turn", "fields", "delta", "done"]
-    assert [e.id for e in events] == [1, 2, 3, 4]
+    # The turn's logged stream, ids as they were: turn, fields, deltas, done.
+    assert names(events)[:3] == ["turn", "fields", "delta"] and names(events)[-1] == "done"
+    assert set(names(events)[2:-1]) == {"delta"}
+    assert [e.id for e in events] == list(range(1, len(events) + 1))
     # The JSON endpoint's body, byte for byte.
     assert events[-1].data.encode() == first.content
     body = json.loads(first.content)
-    assert events[2].json == {"text": body["reply"]}
-    assert events[1].json == {"field_changes": body["field_changes"]}
+    assert "".join(e.json["text"] for e in events if e.event == "delta") == body["reply"]
+    assert events[1].json["field_changes"] == body["field_changes"]
     assert events[0].json["turn_id"] == body["turn_id"]
     assert (await orm(session_row)).version == 1
 
@@ -235,8 +237,7 @@ async def test_replay_streams_the_stored_result_without_a_model_call(app, api, s
 async def test_replay_matches_the_live_stream_it_replays(app, alice, script):
     live = await stream_events(post(app, alice, "s1", idem="k-1"))
     replay = await stream_events(post(app, alice, "s1", idem="k-1"))
-    assert replay[0] == live[0]
-    assert replay[-1].data == live[-1].data
+    assert replay == live
 
 
 # --- errors before the stream: plain JSON ---------------------------------------------
@@ -416,7 +417,7 @@ async def test_disconnect_with_continue_commits_the_turn(app, alice, gate, scrip
     calls = script.count()
     events = await stream_events(post(app, alice, "s1", idem="k-1"))
     assert script.count() == calls
-    assert names(events) == ["turn", "fields", "delta", "done"]
+    assert names(events)[:2] == ["turn", "fields"] and names(events)[-1] == "done"
     assert events[-1].json["turn_id"] == turn_id and events[-1].json["version"] == 1
 
 
@@ -463,37 +464,63 @@ async def test_reattach_to_a_just_finished_turn_keeps_the_live_ids(app, alice, s
     assert (await stream.start())["status"] == 204
 
 
-async def test_reattach_replays_a_committed_turn_from_storage(app, api, script):
+async def test_reattach_replays_a_committed_turn_from_the_log(app, api, script):
     body = json.loads((await api.chat("s1", "Ada Lovelace")).content)
     turn_id = body["turn_id"]
     full = await stream_events(reattach(app, api.key, "s1", turn_id))
-    assert names(full) == ["turn", "fields", "delta", "done"]
+    assert names(full)[:2] == ["turn", "fields"] and names(full)[-1] == "done"
+    assert [e.id for e in full] == list(range(1, len(full) + 1)) and len(full) > 4
     assert json.loads(full[-1].data) == body
-    # The condensed stream ends on the id `done` had live (a delta per token
-    # came before it), so live and stored ids place a client alike.
-    (row,) = await orm(all_turns)
-    assert [e.id for e in full] == [1, 2, 3, row.last_event_id] and row.last_event_id > 4
     assert await stream_events(reattach(app, api.key, "s1", turn_id, last=2)) == full[2:]
-    # Any id before `done`'s, even one past the condensed stream (a live
-    # delta's): the client lacks the outcome and gets it.
-    for last in (3, 4, row.last_event_id - 1):
-        assert await stream_events(reattach(app, api.key, "s1", turn_id, last=last)) == full[-1:]
-    stream = reattach(app, api.key, "s1", turn_id, last=row.last_event_id)
+    # The final event's id: nothing left (204 stops an EventSource).
+    stream = reattach(app, api.key, "s1", turn_id, last=full[-1].id)
     assert (await stream.start())["status"] == 204
+    # An id past the final one (events a dead process showed and never
+    # wrote): the client has not seen the outcome, and gets it.
+    assert await stream_events(reattach(app, api.key, "s1", turn_id, last=full[-1].id + 5)) == full[-1:]
 
 
-async def test_reattach_to_an_aborted_turn_is_turn_then_error(app, api, script):
+async def test_reattach_to_an_aborted_turn_ends_in_its_error(app, api, script):
     script.fail["reply"] = RuntimeError("boom")
     assert (await api.chat("s1", "Ada Lovelace")).status_code == 502
     (row,) = await orm(all_turns)
     events = await stream_events(reattach(app, api.key, "s1", row.id))
-    assert names(events) == ["turn", "error"]
-    assert events[1].json == row.error and row.error["code"] == "model_error"
+    assert names(events) == ["turn", "fields", "error"]
+    assert events[-1].json == row.error and row.error["code"] == "model_error"
 
 
-async def test_reattach_to_a_turn_running_elsewhere_is_a_plain_409(app, api, script):
+async def test_reattach_follows_a_turn_running_elsewhere_from_the_log(app, api, script):
+    """A turn claimed by another process (here: claimed directly, with no
+    run in this process): the follower reads the log and is woken when the
+    other process writes, up to the final event."""
+    from turns_app.services import turn_abort
+
     claim = await claim_turn("s1", "x")
-    await json_error(reattach(app, api.key, "s1", claim.turn_id), 409, "turn_in_progress")
+    follower = reattach(app, api.key, "s1", claim.turn_id)
+    await follower.start()
+    assert follower.status == 200
+    first = await follower.next_event()
+    assert (first.id, first.event) == (1, "turn")
+    await orm(turn_abort, turn_id=claim.turn_id, code="model_error", message="elsewhere")
+    rest = await follower.events()
+    assert [(e.id, e.event) for e in rest] == [(2, "error")]
+    assert rest[0].json == {"code": "model_error", "message": "elsewhere"}
+
+
+async def test_a_follower_ends_a_turn_whose_process_died(app, api, script, settings, monkeypatch):
+    """Nobody renews the lease of a turn whose process died: a follower
+    aborts it once the lease ran out and gets `lease_expired`."""
+    from turns_app import events
+
+    monkeypatch.setattr(events, "RECHECK_SECONDS", 0.1)
+    settings.AGENT_TURN_LEASE_SECONDS = 0.5
+    claim = await claim_turn("s1", "x")
+    started = time.monotonic()
+    events_seen = await stream_events(reattach(app, api.key, "s1", claim.turn_id))
+    assert time.monotonic() - started < 3
+    assert names(events_seen) == ["turn", "error"]
+    assert events_seen[-1].json["code"] == "lease_expired"
+    assert (await orm(turn_row, turn_id=claim.turn_id)).status == "aborted"
 
 
 async def test_reattach_checks_owner_and_turn(app, api, bob, script):

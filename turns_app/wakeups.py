@@ -1,0 +1,148 @@
+"""Waking the clients that follow a turn from the event log when new events
+of it are written, on whichever process wrote them.
+
+PostgreSQL: the transaction that writes events also runs `pg_notify` (the
+payload is the turn id, never event text); each serving process LISTENs on
+one connection of its own and wakes its local followers. SQLite is one
+process by design: the write wakes followers in-process once it commits.
+A follower also re-reads the log on a timer, so a lost wake-up (a LISTEN
+connection that dropped) costs latency, never an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from uuid import UUID
+
+from django.db import connection, transaction
+
+from agentsite.database import database_settings, is_postgres, postgres_conninfo
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "agentsite_turn_events"
+RECONNECT_SECONDS = 1.0
+READY_SECONDS = 2.0
+
+
+def wake_followers(turn_id: UUID) -> None:
+    """Call inside the transaction that wrote events of `turn_id`: followers
+    are woken when (and only if) it commits."""
+    if is_postgres(connection.settings_dict):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, str(turn_id)])
+    else:
+        transaction.on_commit(lambda: _hub.publish(str(turn_id)))
+
+
+class Wakeup:
+    """One follower's doorbell."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._event = asyncio.Event()
+
+    def ring(self) -> None:
+        self._loop.call_soon_threadsafe(self._event.set)
+
+    async def wait(self, timeout: float) -> bool:
+        """True if rung (and re-armed), False after `timeout`."""
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            return False
+        self._event.clear()
+        return True
+
+
+class _Hub:
+    """Followers by turn id, across threads and event loops of this process;
+    on PostgreSQL, one LISTEN connection per event loop feeds it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._followers: dict[str, set[Wakeup]] = defaultdict(set)
+        self._listeners: dict[asyncio.AbstractEventLoop, asyncio.Task] = {}
+        self._ready: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
+
+    def publish(self, turn_id: str) -> None:
+        with self._lock:
+            followers = list(self._followers.get(turn_id, ()))
+        for wakeup in followers:
+            wakeup.ring()
+
+    def add(self, turn_id: str, wakeup: Wakeup) -> None:
+        with self._lock:
+            self._followers[turn_id].add(wakeup)
+
+    def remove(self, turn_id: str, wakeup: Wakeup) -> None:
+        with self._lock:
+            followers = self._followers.get(turn_id)
+            if followers is not None:
+                followers.discard(wakeup)
+                if not followers:
+                    del self._followers[turn_id]
+
+    async def ensure_listening(self) -> None:
+        """Start this loop's LISTEN connection if it is not running, and give
+        it a moment to be listening (a follower reading the log right after
+        would otherwise miss what is written in between — until its timer)."""
+        if not is_postgres(database_settings()):
+            return
+        loop = asyncio.get_running_loop()
+        task = self._listeners.get(loop)
+        if task is None or task.done():
+            ready = self._ready[loop] = asyncio.Event()
+            self._listeners[loop] = loop.create_task(self._listen(ready), name="turn-event-listener")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready[loop].wait(), READY_SECONDS)
+
+    async def _listen(self, ready: asyncio.Event) -> None:
+        import psycopg
+
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    postgres_conninfo(database_settings()), autocommit=True
+                ) as conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    ready.set()
+                    async for notice in conn.notifies():
+                        self.publish(notice.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("turn event listener: %r; reconnecting", exc)
+            ready.clear()
+            await asyncio.sleep(RECONNECT_SECONDS)
+
+    async def stop(self) -> None:
+        """Stop this loop's listener (shutdown, test teardown)."""
+        loop = asyncio.get_running_loop()
+        self._ready.pop(loop, None)
+        task = self._listeners.pop(loop, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+
+
+_hub = _Hub()
+stop_listening = _hub.stop
+
+
+@contextlib.asynccontextmanager
+async def subscription(turn_id: UUID) -> AsyncIterator[Wakeup]:
+    """Rung whenever events of `turn_id` are written. Subscribe *before*
+    reading the log, so nothing written in between goes unnoticed."""
+    await _hub.ensure_listening()
+    wakeup = Wakeup(asyncio.get_running_loop())
+    _hub.add(str(turn_id), wakeup)
+    try:
+        yield wakeup
+    finally:
+        _hub.remove(str(turn_id), wakeup)
