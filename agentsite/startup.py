@@ -16,6 +16,7 @@ from agentsite.agent.checkpointer import close_savers
 from agentsite.database import is_postgres
 from turns_app.checkpoints import schema_problem
 from turns_app.services import turns_abort_pending
+from turns_app.wakeups import stop_listening
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,13 @@ def lock_sqlite_file() -> None:
     _lock_handle = handle
 
 
+async def close_connections() -> None:
+    """What this process holds open on its event loop: the checkpointer's
+    pool and the turn-event LISTEN connection."""
+    await stop_listening()
+    await close_savers()
+
+
 def install_shutdown_hook() -> None:
     """daphne speaks no ASGI lifespan, so the checkpointer's pool is closed
     from the Twisted reactor's shutdown instead, on the loop that opened it."""
@@ -84,7 +92,7 @@ def install_shutdown_hook() -> None:
     from twisted.internet import defer, reactor
 
     def close() -> defer.Deferred:
-        return defer.Deferred.fromFuture(asyncio.ensure_future(close_savers()))
+        return defer.Deferred.fromFuture(asyncio.ensure_future(close_connections()))
 
     reactor.addSystemEventTrigger("before", "shutdown", close)
 

@@ -12,6 +12,7 @@ from django.db import connection
 from django.test import AsyncClient
 
 from agentsite.agent.checkpointer import close_savers
+from turns_app.wakeups import stop_listening
 from turns_app.checkpoints import checkpoint_tables
 from agentsite.asyncdb import db
 from tests import fakes
@@ -57,6 +58,7 @@ def _clean_checkpoints(request):
 async def _close_loop_savers():
     yield
     await close_savers()
+    await stop_listening()
 
 
 @pytest.fixture
@@ -133,6 +135,7 @@ def run_in_new_loop(coro_fn: Callable[[], Any]) -> Any:
             return await coro_fn()
         finally:
             await close_savers()
+            await stop_listening()
 
     return asyncio.run(main())
 
