@@ -92,3 +92,4 @@ def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
 api.add_router("/sessions", "sessions_app.api.router")
 api.add_router("/sessions", "turns_app.api.router")
 api.add_router("", "turns_app.health.router")
+api.add_router("", "turns_app.api.graphs_router")

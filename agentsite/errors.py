@@ -32,6 +32,14 @@ class ErrorCode(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     INTERNAL_ERROR = "internal_error"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    INTERRUPT_PENDING = "interrupt_pending"
+    INTERRUPT_RESOLVED = "interrupt_resolved"
+    TURN_COMMITTED = "turn_committed"
+    UNKNOWN_GRAPH = "unknown_graph"
+    STATE_LOST = "state_lost"
+    # Why a turn was aborted, as its `error` event and the turn log say.
+    LEASE_EXPIRED = "lease_expired"
+    SERVER_RESTARTED = "server_restarted"
 
 
 class ApiError(Exception):
@@ -152,3 +160,52 @@ class InternalError(ApiError):
 
 class PayloadTooLarge(ApiError):
     code, status, default_message = ErrorCode.PAYLOAD_TOO_LARGE, 413, "the request body is too large"
+
+
+class InterruptPending(ApiError):
+    code, status = ErrorCode.INTERRUPT_PENDING, 409
+    default_message = (
+        "the graph is waiting for an answer to its interrupt: send a turn with `resume` "
+        "(details.interrupts has what it asked), or rewind the session"
+    )
+
+
+class InterruptResolved(ApiError):
+    code, status = ErrorCode.INTERRUPT_RESOLVED, 409
+    default_message = "no interrupt is waiting for a resume (it was answered, or there never was one)"
+
+
+class TurnCommitted(ApiError):
+    code, status = ErrorCode.TURN_COMMITTED, 409
+    default_message = "the turn has already committed; it cannot be cancelled"
+
+
+class StateLost(ApiError):
+    code, status = ErrorCode.STATE_LOST, 409
+    default_message = (
+        "the paused run's checkpoint is gone, so it cannot be resumed; nothing was committed. "
+        "Rewind the session (POST …/rewind) to go on from an earlier turn"
+    )
+
+
+class UnknownGraph(ApiError):
+    code, status = ErrorCode.UNKNOWN_GRAPH, 422
+    default_message = "no graph of that name is registered (GET /api/graphs lists them)"
+
+
+def error_for(code: str | None, message: str | None = None) -> ApiError:
+    """The error of a code, as the class that raises it would make it (a
+    turn's stored error, raised again to the client that waits for it)."""
+    for cls in _subclasses(ApiError):
+        if str(cls.code) == code and cls.__dict__.get("code") is not None:
+            return cls(message)
+    error = ApiError(message or "the turn failed")
+    error.code, error.status = code or ErrorCode.INTERNAL_ERROR, 409
+    return error
+
+
+def _subclasses(cls: type) -> list[type]:
+    found = []
+    for sub in cls.__subclasses__():
+        found += [sub, *_subclasses(sub)]
+    return found

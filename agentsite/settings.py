@@ -76,6 +76,8 @@ INSTALLED_APPS = [
     "channels",
     "sessions_app",
     "turns_app",
+    # The booking graph's app: its Booking model and the effect that creates it.
+    "agentsite.booking",
 ]
 
 MIDDLEWARE = [
@@ -167,7 +169,31 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- the agent ----------------------------------------------------------------
 
+def env_graphs(name: str, default: str) -> dict[str, str]:
+    """`name=module.path:attribute,…` -> {name: "module.path:attribute"}."""
+    graphs: dict[str, str] = {}
+    for item in (part.strip() for part in (os.environ.get(name) or default).split(",")):
+        if not item:
+            continue
+        graph, eq, path = (x.strip() for x in item.partition("="))
+        module, colon, attribute = path.partition(":")
+        if not (eq and colon and module and attribute):
+            raise ImproperlyConfigured(f"{name}: {item!r} must read name=module.path:attribute")
+        if not graph or len(graph) > 64 or not graph.replace("_", "").replace("-", "").isalnum():
+            raise ImproperlyConfigured(f"{name}: {graph!r} is not a graph name (letters, digits, _ and -)")
+        if graph in graphs:
+            raise ImproperlyConfigured(f"{name} names {graph!r} twice")
+        graphs[graph] = path
+    return graphs
+
+
+AGENT_GRAPHS = env_graphs(
+    "AGENT_GRAPHS",
+    "intake=agentsite.agent.intake:build_intake_graph,booking=agentsite.booking.graph:build_booking_graph",
+)
 AGENT_GRAPH = os.environ.get("AGENT_GRAPH") or "intake"
+if AGENT_GRAPH not in AGENT_GRAPHS:
+    raise ImproperlyConfigured(f"AGENT_GRAPH={AGENT_GRAPH!r} is not one of AGENT_GRAPHS: {', '.join(AGENT_GRAPHS)}")
 AGENT_MODEL = os.environ.get("AGENT_MODEL") or "offline"
 AGENT_OFFLINE_TOKEN_DELAY_MS = env_number("AGENT_OFFLINE_TOKEN_DELAY_MS", 0)
 AGENT_MODEL_TIMEOUT_SECONDS = env_number("AGENT_MODEL_TIMEOUT_SECONDS", 120, minimum=0.01)
@@ -175,10 +201,15 @@ AGENT_TURN_LEASE_SECONDS = env_number("AGENT_TURN_LEASE_SECONDS", 30, minimum=0.
 AGENT_SESSION_WAIT_SECONDS = env_number("AGENT_SESSION_WAIT_SECONDS", 5)
 AGENT_ON_DISCONNECT = env_choice("AGENT_ON_DISCONNECT", "continue", {"continue", "cancel"})
 AGENT_DB_POOL_SIZE = env_number("AGENT_DB_POOL_SIZE", 5, cast=int, minimum=1)
-AGENT_CHECKPOINT_KEEP = env_number("AGENT_CHECKPOINT_KEEP", 1, cast=int, minimum=1)
+# The conversations of recent sessions, kept as message objects so the next
+# turn does not rebuild them from the database (an estimate of bytes held).
+AGENT_CONVERSATION_CACHE_BYTES = env_number("AGENT_CONVERSATION_CACHE_BYTES", 64 * 2**20, cast=int)
 # A finished turn's whole stream is kept this long, then compacted to its
 # `turn` and final events (which carry the outcome).
 AGENT_EVENT_RETENTION_SECONDS = env_number("AGENT_EVENT_RETENTION_SECONDS", 3600)
+# An outside reservation service the booking graph's book_table calls (with
+# an Idempotency-Key stable across retries); none by default.
+AGENT_BOOKING_SERVICE_URL = os.environ.get("AGENT_BOOKING_SERVICE_URL", "")
 # Off in every settings module but the test harness's; see turns_app.faults.
 AGENT_FAULT_INJECTION = False
 

@@ -13,6 +13,7 @@ from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 from django.db.migrations.executor import MigrationExecutor
 
 from agentsite.agent.checkpointer import close_savers
+from agentsite.agent.registry import check_registry
 from agentsite.database import is_postgres
 from turns_app.checkpoints import schema_problem
 from turns_app.services import turns_abort_pending
@@ -46,6 +47,7 @@ def check_database() -> None:
     problem = schema_problem()
     if problem is not None:
         raise StartupError(problem)
+    check_registry()
 
 
 def lock_sqlite_file() -> None:

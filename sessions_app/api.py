@@ -38,6 +38,7 @@ async def create_session(request: HttpRequest, payload: SessionCreateIn):
         key=payload.key,
         form=payload.form,
         metadata=payload.metadata,
+        graph=payload.graph,
     )
     return Status(201, session)
 

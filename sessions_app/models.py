@@ -33,28 +33,37 @@ class ApiKey(models.Model):
         return f"{self.prefix}… ({self.owner})"
 
 
+def default_graph() -> str:
+    return settings.AGENT_GRAPH
+
+
 class AgentSession(models.Model):
-    class Stage(models.TextChoices):
-        COLLECTING = "collecting"
-        COMPLETE = "complete"
+    # The stage a session without a graph-defined one is in.
+    DEFAULT_STAGE = "collecting"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.CharField(max_length=150)
     key = models.CharField(max_length=255)
+    # The registered graph (AGENT_GRAPHS) its turns run; fixed for an epoch.
+    graph = models.CharField(max_length=64, default=default_graph)
     form = models.JSONField(default=list)
     fields = models.JSONField(default=dict)
-    stage = models.CharField(max_length=32, choices=Stage.choices, default=Stage.COLLECTING)
+    stage = models.CharField(max_length=64, default=DEFAULT_STAGE)
     metadata = models.JSONField(default=dict, blank=True)
     # Never reset, not even by delete: a client's If-Match can't match a
     # version from before a delete.
     version = models.BigIntegerField(default=0)
     epoch = models.BigIntegerField(default=1)
     turn_count = models.IntegerField(default=0)
-    snapshot = models.JSONField(default=dict, blank=True)
-    checkpoint_thread = models.CharField(max_length=255, null=True, blank=True)
-    committed_checkpoint_id = models.CharField(max_length=255, null=True, blank=True)
-    # A plain UUID, not a foreign key: sessions and turns would otherwise
-    # reference each other across apps, and the lease is what matters here.
+    # The committed turn whose state is the session's (a turn's conversation
+    # is the chain of turns up to it, `agent_turns.parent`); None before the
+    # first turn, or after a rewind to the start. Plain UUIDs, not foreign
+    # keys: sessions and turns would otherwise reference each other across
+    # apps.
+    head_turn_id = models.UUIDField(null=True, blank=True)
+    # The head turn's pending interrupt, while one is: {"turn_id", "thread_id",
+    # "interrupts": [{"id", "value"}]}.
+    interrupt = models.JSONField(null=True, blank=True)
     active_turn_id = models.UUIDField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
@@ -77,6 +86,11 @@ class AgentSession(models.Model):
     @property
     def is_deleted(self) -> bool:
         return self.deleted_at is not None
+
+    @property
+    def interrupts(self) -> list[dict] | None:
+        """What the graph waits for, while it does."""
+        return self.interrupt["interrupts"] if self.interrupt else None
 
     # The lease: which turn holds the session, and until when. `now` is the
     # database's clock (`session_lock` reads it with the row), so two hosts
@@ -101,11 +115,10 @@ class AgentSession(models.Model):
             self.epoch += 1
             self.deleted_at = now
         self.fields = {}
-        self.snapshot = {}
-        self.stage = self.Stage.COLLECTING
+        self.stage = self.DEFAULT_STAGE
         self.turn_count = 0
-        self.checkpoint_thread = None
-        self.committed_checkpoint_id = None
+        self.head_turn_id = None
+        self.interrupt = None
         self.active_turn_id = None
         self.lease_expires_at = None
         self.save()

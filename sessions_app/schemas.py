@@ -14,17 +14,23 @@ class SessionCreateIn(Schema):
     key: StrictStr | None = Field(None, description="client-chosen id, 1-255 of [A-Za-z0-9._:-]")
     form: list[Any] | None = Field(None, description="field specs; the default form if omitted")
     metadata: dict[str, Any] | None = None
+    graph: StrictStr | None = Field(None, description="a registered graph (GET /api/graphs); AGENT_GRAPH if omitted")
 
 
 class SessionOut(Schema):
     id: UUID
     key: str
+    graph: str
     form: list[dict[str, Any]]
     fields: dict[str, Any]
     stage: str
     version: int
     epoch: int
     turn_count: int
+    head_turn_id: UUID | None = Field(description="the committed turn the session's state is after")
+    interrupts: list[dict[str, Any]] | None = Field(
+        description="what the graph waits for: resume with a turn whose body is {\"resume\": …}"
+    )
     metadata: dict[str, Any]
     created_at: datetime
     updated_at: datetime

@@ -56,3 +56,12 @@ def sessions_with_expired_lease() -> list:
         AgentSession.objects.filter(active_turn_id__isnull=False, lease_expires_at__lt=Now())
         .values_list("id", flat=True)
     )
+
+
+def pending_interrupt_threads() -> list[str]:
+    """Checkpoint threads of the interrupts sessions are waiting on."""
+    return [
+        interrupt["thread_id"]
+        for interrupt in AgentSession.objects.filter(interrupt__isnull=False).values_list("interrupt", flat=True)
+        if interrupt and interrupt.get("thread_id")
+    ]

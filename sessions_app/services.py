@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -25,6 +26,7 @@ from agentsite.errors import (
     SessionExists,
     SessionNotFound,
     Unauthorized,
+    UnknownGraph,
     ValidationFailed,
     VersionConflict,
 )
@@ -100,8 +102,17 @@ def check_metadata(raw: Any) -> dict[str, Any]:
 
 
 def stage_for(form: list[dict[str, Any]], fields: dict[str, Any]) -> str:
-    missing = form_spec.missing_required(form_spec.parse_form(form), fields)
-    return AgentSession.Stage.COLLECTING if missing else AgentSession.Stage.COMPLETE
+    """A form-filling session's stage: complete once every required field is."""
+    missing = form_spec.missing_required(form_spec.parse_form(form), fields) if form else []
+    return "collecting" if missing else "complete"
+
+
+def check_graph(raw: Any) -> str:
+    if raw is None:
+        return settings.AGENT_GRAPH
+    if not isinstance(raw, str) or raw not in settings.AGENT_GRAPHS:
+        raise UnknownGraph(f"no graph named {raw!r} is registered; GET /api/graphs lists them")
+    return raw
 
 
 def session_lock(
@@ -130,29 +141,34 @@ def session_lock(
 
 def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
     """Call inside `transaction.atomic`. Locks the owner's session with this key,
-    creating it with the default form when there is none and reviving it when
-    it is a tombstone (its epoch was already advanced by the delete)."""
+    creating it (default form, AGENT_GRAPH) when there is none and reviving
+    it when it is a tombstone (its epoch was already advanced by the delete;
+    a new epoch runs the default graph)."""
     try:
         session = session_lock(owner=owner, key=key, include_deleted=True)
     except SessionNotFound:
         try:
             with transaction.atomic():
-                AgentSession.objects.create(owner=owner, key=key, form=default_form())
+                AgentSession.objects.create(owner=owner, key=key, form=default_form(), graph=settings.AGENT_GRAPH)
         except IntegrityError:
             pass  # a concurrent first request created it; its row is ours to lock now
         session = session_lock(owner=owner, key=key, include_deleted=True)
     if session.is_deleted:
         session.deleted_at = None
-        session.save(update_fields=["deleted_at", "updated_at"])
+        session.graph = settings.AGENT_GRAPH
+        session.save(update_fields=["deleted_at", "graph", "updated_at"])
     return session
 
 
 def session_create(
-    *, owner: str, key: str | None = None, form: Any = None, metadata: Any = None
+    *, owner: str, key: str | None = None, form: Any = None, metadata: Any = None, graph: Any = None
 ) -> AgentSession:
+    """A new session (or a new epoch of a deleted one) running `graph`
+    (default AGENT_GRAPH) for its whole epoch."""
     key = check_session_key(key) if key is not None else uuid.uuid4().hex
     clean_form = check_form(form) if form is not None else default_form()
     clean_metadata = check_metadata(metadata)
+    clean_graph = check_graph(graph)
     with transaction.atomic(durable=True):
         existing = (
             AgentSession.objects.select_for_update().filter(owner=owner, key=key).first()
@@ -162,6 +178,7 @@ def session_create(
         if existing is not None:
             existing.form = clean_form
             existing.metadata = clean_metadata
+            existing.graph = clean_graph
             existing.stage = stage_for(clean_form, {})
             existing.deleted_at = None
             existing.save()
@@ -173,6 +190,7 @@ def session_create(
                     key=key,
                     form=clean_form,
                     metadata=clean_metadata,
+                    graph=clean_graph,
                     stage=stage_for(clean_form, {}),
                 )
         except IntegrityError:

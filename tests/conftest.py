@@ -152,3 +152,48 @@ async def claim_turn(key: str, text: str, idem: str | None = None, owner: str = 
 
     request = {"text": text, "client_mode": "chat", "need_form_update": True}
     return await orm(turn_claim, owner=owner, key=key, request=request, idempotency_key=idem)
+
+
+def transcript_of(session) -> list[dict[str, Any]]:
+    """The session's committed conversation, as GET …/messages shows it."""
+    from turns_app.history import transcript
+
+    return transcript(session.head_turn_id)
+
+
+def make_outcome(claim, **changes: Any):
+    """An Outcome a run of `claim` could propose: one assistant message."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from turns_app.history import dump_messages
+    from turns_app.types import Outcome
+
+    added = [HumanMessage(content=claim.request.get("text", ""), id=f"{claim.turn_id}:user"), AIMessage(content="r")]
+    values = dict(
+        reply="r",
+        new_messages=dump_messages(added),
+        replaces_history=False,
+        message_count=len(added),
+        field_changes={},
+        fields=dict(claim.fields),
+        stage=claim.stage,
+        values={},
+        interrupts=[],
+        thread_id=claim.thread_id,
+    )
+    values.update(changes)
+    return Outcome(**values)
+
+
+async def pause_booking(api: Api, key: str) -> dict[str, Any]:
+    """A booking session whose graph waits for approval (checkpoint rows in
+    the database); returns the interrupted turn's answer."""
+    import json
+
+    created = await api.call("POST", "/sessions", {"key": key, "graph": "booking"})
+    assert created.status_code == 201, created.content
+    response = await api.chat(key, "Book a table for 2 people on 2031-05-01 at 19:30, my name is Ada Lovelace")
+    assert response.status_code == 200, response.content
+    body = json.loads(response.content)
+    assert body["status"] == "interrupted", body
+    return body

@@ -1,6 +1,8 @@
 """Checkpoint storage, as turns use it: thread names, the savers' tables and
-the SQL we run on them (install, schema check, purge, retention, sweep,
-storage scans).
+the SQL we run on them (install, schema check, purge, sweep, storage scans).
+Only paused runs have checkpoints in the database (see
+agentsite.agent.run_checkpoints); they go when the pause is answered,
+rewound or deleted.
 
 Our SQL touches LangGraph's tables directly so that a purge commits or rolls
 back with the business write that calls it (a delete's tombstone, a commit's
@@ -17,11 +19,11 @@ import sqlite3
 import uuid
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, connections, transaction
 from django.db.migrations.recorder import MigrationRecorder
 
 from agentsite.database import is_postgres, postgres_conninfo
+from sessions_app.selectors import pending_interrupt_threads
 from turns_app.models import AgentTurn
 from turns_app.types import checkpoint_thread_id
 
@@ -179,34 +181,6 @@ def thread_storage(thread_prefix: str, *, using: str = "default") -> dict[str, i
     return {"rows": rows, "bytes": size}
 
 
-# --- retention ----------------------------------------------------------------------------------
-
-
-def retention_apply(*, session_id: uuid.UUID, epoch: int, number: int) -> int:
-    """Drop the threads a commit of turn `number` superseded: every turn's
-    before the newest `AGENT_CHECKPOINT_KEEP` committed ones (aborted runs,
-    and committed ones that fell out of the window). Turns older than the
-    previous window were dropped by an earlier commit, so the work per commit
-    stays bounded. Runs after the commit, in a transaction of its own."""
-    keep = settings.AGENT_CHECKPOINT_KEEP
-    turns = AgentTurn.objects.filter(session_id=session_id, epoch=epoch)
-    committed = list(
-        turns.filter(status=AgentTurn.Status.COMMITTED)
-        .order_by("-number")
-        .values_list("id", "number")[: keep + 1]
-    )
-    kept = {turn_id for turn_id, _ in committed[:keep]}
-    floor = committed[keep][1] if len(committed) > keep else 0
-    candidates = (
-        turns.filter(number__gte=floor, number__lt=number)
-        .exclude(id__in=kept)
-        .values_list("id", flat=True)
-    )
-    threads = sorted(checkpoint_thread_id(session_id, epoch, t) for t in candidates)
-    with transaction.atomic():
-        return delete_threads(threads)
-
-
 # --- the sweep --------------------------------------------------------------------------------
 
 
@@ -219,45 +193,29 @@ def _parse_thread(thread_id: str) -> tuple[uuid.UUID, int, uuid.UUID] | None:
 
 
 def checkpoints_sweep(*, dry_run: bool = False) -> list[str]:
-    """Drop every checkpoint thread that no session would read again. Scans
-    the checkpointer's table: an operator's (or cron's) job, not a request's.
-    Threads whose names are not ours are left alone. Returns what it dropped."""
+    """Drop every checkpoint thread nothing will read again. A run persists
+    checkpoints only when it pauses (agentsite.agent.run_checkpoints), so the
+    threads kept are those of pending interrupts and of turns still running
+    (one may be persisting right now); everything else of ours is a
+    leftover: a pause answered, rewound or deleted, a run whose commit
+    failed. Threads whose names are not ours are left alone. Scans the
+    checkpointer's table: maintenance, not a request's job."""
     with connection.cursor() as cursor:
         cursor.execute(SQL_THREADS)
         threads = [row[0] for row in cursor.fetchall()]
-    parsed = {t: p for t in threads if (p := _parse_thread(t)) is not None}
-    turns = {
-        t.id: t
-        for t in AgentTurn.objects.filter(id__in=[p[2] for p in parsed.values()]).only(
-            "id", "session_id", "epoch", "number", "status"
+    ours = [t for t in threads if _parse_thread(t) is not None]
+    running = {
+        checkpoint_thread_id(session_id, epoch, turn_id)
+        for turn_id, session_id, epoch in AgentTurn.objects.filter(status=AgentTurn.Status.PENDING).values_list(
+            "id", "session_id", "epoch"
         )
     }
-    keep = settings.AGENT_CHECKPOINT_KEEP
-    kept_committed: dict[tuple[uuid.UUID, int], set[uuid.UUID]] = {}
-    doomed = []
-    for thread_id, (session_id, epoch, turn_id) in parsed.items():
-        turn = turns.get(turn_id)
-        if turn is None or turn.session_id != session_id or turn.epoch != epoch:
-            doomed.append(thread_id)
-        elif turn.status == AgentTurn.Status.ABORTED:
-            doomed.append(thread_id)
-        elif turn.status == AgentTurn.Status.COMMITTED:
-            window = kept_committed.get((session_id, epoch))
-            if window is None:
-                window = set(
-                    AgentTurn.objects.filter(
-                        session_id=session_id, epoch=epoch, status=AgentTurn.Status.COMMITTED
-                    )
-                    .order_by("-number")
-                    .values_list("id", flat=True)[:keep]
-                )
-                kept_committed[(session_id, epoch)] = window
-            if turn_id not in window:
-                doomed.append(thread_id)
+    keep = running | set(pending_interrupt_threads())
+    doomed = sorted(t for t in ours if t not in keep)
     if doomed and not dry_run:
         with transaction.atomic():
-            delete_threads(sorted(doomed))
-    return sorted(doomed)
+            delete_threads(doomed)
+    return doomed
 
 
 def upgrade_after_migrate(*, using: str = "default", plan=None, **_: object) -> None:

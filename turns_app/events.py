@@ -95,6 +95,13 @@ class EventLog:
         self.publish(item)
         return item
 
+    def stage(self, event: str, data: dict[str, Any] | str) -> TurnEvent:
+        """An event for the final transaction to write, shown by the run once
+        that committed."""
+        item = self._new(event, data)
+        self._unwritten.append(item)
+        return item
+
     def _start_flush(self) -> None:
         if self._flush_timer is not None:
             self._flush_timer.cancel()

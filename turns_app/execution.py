@@ -10,6 +10,7 @@ lease keeper renews its hold on the session; its events go to its
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Coroutine
 from typing import Any
@@ -22,6 +23,7 @@ from django.conf import settings
 from agentsite.asyncdb import db, is_storage_error, retry_while_busy
 from agentsite.errors import (
     ApiError,
+    error_for,
     InternalError,
     ModelError,
     ModelTimeout,
@@ -29,6 +31,7 @@ from agentsite.errors import (
     StorageUnavailable,
     TurnCancelled,
 )
+from turns_app import history, wakeups
 from turns_app.events import EventLog, encode
 from turns_app.graph_step import run_graph
 from turns_app.services import turn_abort, turn_claim, turn_commit, turn_renew_lease
@@ -168,11 +171,12 @@ class TurnRun:
         finally:
             self.log.close()
 
-    async def _fail(self, error: ApiError) -> None:
+    async def _fail(self, error: ApiError) -> ApiError:
         """Abort the turn and end its stream with the `error` event as
         stored. The abort writes it; if the database does not answer soon,
         the clients here hear first (with the id it will have) and the abort
-        goes on in the background."""
+        goes on in the background. Returns the error the turn ended with: a
+        cancel or a stale commit may have ended it before this run knew."""
         pending = await self.log.take_unwritten()
         seq = self.log.next_seq
         abort = asyncio.ensure_future(abort_claimed(self.claim, error, pending=pending, seq=seq))
@@ -181,17 +185,24 @@ class TurnRun:
         if not done:
             _background.add(abort)
             abort.add_done_callback(_background.discard)
-        self.log.publish(stored or TurnEvent(seq, "error", encode(error.as_dict()["error"])))
+        if stored is None or stored.event != "error":
+            stored = TurnEvent(seq, "error", encode(error.as_dict()["error"]))
+        self.log.publish(stored)
+        told = json.loads(stored.data)
+        return error if told.get("code") == str(error.code) else error_for(told.get("code"), told.get("message"))
 
     async def _execute(self) -> str:
         self._started = True
         try:
-            body, done_seq = await self._run_and_commit()
-            self.log.publish(TurnEvent(done_seq, "done", body))
+            body, final = await self._run_and_commit()
+            for event in final:
+                self.log.publish(event)
             return body
         except ApiError as error:
-            await self._fail(error)
-            raise
+            told = await self._fail(error)
+            if told is error:
+                raise
+            raise told from error
         except asyncio.CancelledError:
             await self._fail(TurnCancelled())
             raise
@@ -202,19 +213,24 @@ class TurnRun:
         finally:
             self.log.close()
 
-    async def _run_and_commit(self) -> tuple[str, int]:
-        """Runs the graph and commits; returns the committed body and the id
-        of its `done` event. Raises the ApiError the client should see;
+    async def _run_and_commit(self) -> tuple[str, list[TurnEvent]]:
+        """Runs the graph and commits; returns the committed body and the
+        events the commit wrote that the clients here have not seen (an
+        `interrupt`, then `done`). Raises the ApiError the client should see;
         `_execute` reports it and aborts the turn."""
         graph_task = asyncio.create_task(run_graph(self.claim, self.emit))
         keeper = LeaseKeeper(self.turn_id, graph_task)
+        cancels = asyncio.ensure_future(self._stop_when_cancelled(graph_task))
         try:
             async with asyncio.timeout(settings.AGENT_MODEL_TIMEOUT_SECONDS):
                 outcome = await graph_task
         except asyncio.CancelledError:
             current = asyncio.current_task()
-            if keeper.lost and (current is None or current.cancelling() == 0):
-                raise StaleTurn("the turn lost its lease on the session") from None
+            if current is None or current.cancelling() == 0:
+                if cancels.done() and not cancels.cancelled():
+                    raise TurnCancelled() from None
+                if keeper.lost:
+                    raise StaleTurn("the turn lost its lease on the session") from None
             raise
         except TimeoutError:
             raise ModelTimeout() from None
@@ -228,32 +244,51 @@ class TurnRun:
             logger.warning("turn %s: the model failed: %r", self.turn_id, exc)
             raise ModelError(f"the model failed: {type(exc).__name__}; nothing was committed") from exc
         finally:
+            cancels.cancel()
             await keeper.stop()
         # Once the commit is sent it runs to its end even if the caller is
         # cancelled: its answer (done, or stale/storage error) is the turn's.
-        # It writes the events not yet written and `done`, whose id is the
-        # next one: nothing else is emitted from here on.
+        # It writes the events not yet written, an `interrupt` for each the
+        # graph raised, and `done`, whose id is the next one: nothing else is
+        # emitted from here on.
+        staged = [self.log.stage("interrupt", interrupt) for interrupt in outcome.interrupts]
         pending = await self.log.take_unwritten()
         done_seq = self.log.next_seq
         commit = asyncio.ensure_future(
             db(turn_commit, turn_id=self.turn_id, outcome=outcome, pending=pending, done_seq=done_seq)
         )
         try:
-            return await asyncio.shield(commit), done_seq
+            body = await asyncio.shield(commit)
+            self._committed(outcome)
+            return body, [*staged, TurnEvent(done_seq, "done", body)]
         except asyncio.CancelledError:
             await asyncio.wait([commit])
             if commit.cancelled() or commit.exception() is not None:
-                self.log.give_back(pending)
+                self.log.give_back([e for e in pending if e not in staged])
                 raise
             # The commit won the race with the cancel: the turn is committed,
             # and saying otherwise would be a lie (a retry replays it anyway).
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
-            return commit.result(), done_seq
+            self._committed(outcome)
+            return commit.result(), [*staged, TurnEvent(done_seq, "done", commit.result())]
         except Exception:
-            self.log.give_back(pending)  # the abort writes them (a repeat is skipped)
+            self.log.give_back([e for e in pending if e not in staged])  # the abort writes them (a repeat is skipped)
             raise
+
+
+    async def _stop_when_cancelled(self, graph_task: asyncio.Task) -> None:
+        """A cancel (POST …/cancel, on any process) aborted the turn in the
+        database and rang here: stop the graph. Returns only on a cancel."""
+        async with wakeups.subscription(self.turn_id, channel=wakeups.CANCEL_CHANNEL) as rung:
+            while not await rung.wait(3600):
+                pass
+        graph_task.cancel()
+
+    def _committed(self, outcome) -> None:
+        # The next turn of this session starts from here without a read.
+        history.cache().put(self.claim.session_id, self.turn_id, outcome.conversation)
 
 
 async def _abort_orphan(claiming: asyncio.Future) -> None:

@@ -1,6 +1,9 @@
-"""One chat turn: claimed as `pending`, then `committed` or `aborted`. The
-committed response body is stored verbatim so a replay is byte-identical.
-Its stream's events are rows of `agent_turn_events`, numbered per turn."""
+"""One chat turn: claimed as `pending`, then `committed` (or `interrupted`:
+committed, paused for a human) or `aborted`. The committed response body is
+stored verbatim so a replay is byte-identical, and the state after the turn
+(its new messages, fields, stage, other channel values) is stored with it:
+a session's history is its turns. Its stream's events are rows of
+`agent_turn_events`, numbered per turn."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ class AgentTurn(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"
         COMMITTED = "committed"
+        # Committed, paused by the graph's interrupt(): a resume turn continues it.
+        INTERRUPTED = "interrupted"
         ABORTED = "aborted"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -25,13 +30,33 @@ class AgentTurn(models.Model):
     epoch = models.BigIntegerField()
     number = models.IntegerField()
     base_version = models.BigIntegerField()
+    # The committed turn whose state this one started from (the session's
+    # head at the claim): a session's conversation is the chain up to its head.
+    parent_id = models.UUIDField(null=True, blank=True)
+    graph = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)
     request_digest = models.CharField(max_length=64)
     request = models.JSONField()
     result = models.TextField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    # -- the state after the turn, written by its commit --------------------------
+    # The messages it added (langchain's message_to_dict), or, when the graph
+    # rewrote earlier ones, the whole conversation (`replaces_history`).
+    messages = models.JSONField(default=list, blank=True)
+    replaces_history = models.BooleanField(default=False)
+    message_count = models.IntegerField(default=0)
+    fields = models.JSONField(null=True, blank=True)
+    stage = models.CharField(max_length=64, null=True, blank=True)
+    # The graph's other state channels, carried into the next turn.
+    values = models.JSONField(default=dict, blank=True)
+    version = models.BigIntegerField(null=True, blank=True)
+    interrupts = models.JSONField(null=True, blank=True)
+    effects = models.JSONField(null=True, blank=True)
     checkpoint_id = models.CharField(max_length=255, null=True, blank=True)
+    # Set by a rewind to an earlier turn: its state is no longer on the way
+    # to the session's head.
+    superseded_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -52,11 +77,16 @@ class AgentTurn(models.Model):
             models.Index(
                 fields=["status"], condition=Q(status="pending"), name="agent_turn_pending"
             ),
+            models.Index(fields=["session", "-created_at"], name="agent_turn_session_recent"),
         ]
         ordering = ["session", "epoch", "number"]
 
     def __str__(self) -> str:
         return f"turn {self.number} of {self.session_id} (epoch {self.epoch}, {self.status})"
+
+    @property
+    def superseded(self) -> bool:
+        return self.superseded_at is not None
 
     @property
     def checkpoint_thread(self) -> str:

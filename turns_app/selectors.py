@@ -10,6 +10,7 @@ from django.db.models import Count
 
 from agentsite.errors import TurnNotFound
 from sessions_app.selectors import session_get
+from turns_app import history
 from turns_app.models import AgentTurn, AgentTurnEvent
 from turns_app.types import TurnEvent
 
@@ -21,9 +22,57 @@ def turn_list(*, owner: str, key: str) -> list[AgentTurn]:
 
 
 def transcript(*, owner: str, key: str) -> list[dict[str, Any]]:
-    """Committed messages only: the snapshot is written by the commit."""
+    """Committed messages only: the conversation up to the session's head."""
     session = session_get(owner=owner, key=key)
-    return list(session.snapshot.get("messages", []))
+    return history.transcript(session.head_turn_id)
+
+
+HISTORY_STATUSES = (AgentTurn.Status.COMMITTED, AgentTurn.Status.INTERRUPTED)
+
+
+def history_page(*, owner: str, key: str, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The session's committed states in its current epoch, newest first."""
+    session = session_get(owner=owner, key=key)
+    turns = AgentTurn.objects.filter(session=session, epoch=session.epoch, status__in=HISTORY_STATUSES)
+    on_head = set(history.chain_ids(session.head_turn_id))
+    page = turns.order_by("-number").only(
+        "id", "number", "version", "status", "superseded_at", "fields", "stage", "message_count", "finished_at"
+    )[offset : offset + limit]
+    items = [
+        {
+            "turn_id": t.id,
+            "number": t.number,
+            "version": t.version,
+            "status": t.status,
+            "superseded": t.superseded_at is not None,
+            "on_head": t.id in on_head,
+            "fields": t.fields,
+            "stage": t.stage,
+            "message_count": t.message_count,
+            "finished_at": t.finished_at,
+        }
+        for t in page
+    ]
+    return items, turns.count()
+
+
+def history_state(*, owner: str, key: str, turn_id: UUID) -> dict[str, Any]:
+    """The full state as of a committed turn: its conversation and fields."""
+    session = session_get(owner=owner, key=key)
+    turn = AgentTurn.objects.filter(
+        pk=turn_id, session=session, epoch=session.epoch, status__in=HISTORY_STATUSES
+    ).first()
+    if turn is None:
+        raise TurnNotFound()
+    return {
+        "turn_id": turn.id,
+        "number": turn.number,
+        "version": turn.version,
+        "status": turn.status,
+        "fields": turn.fields,
+        "stage": turn.stage,
+        "messages": history.transcript(turn.id),
+    }
 
 
 def turn_by_id(*, turn_id: UUID) -> AgentTurn:

@@ -1,5 +1,6 @@
-"""The database steps of a turn: claim, renew, commit, abort; and purging a
-deleted session's turns.
+"""The database steps of a turn — claim, renew, commit, abort, cancel — and
+what changes a session's history: rewind, fork, the purge of a deleted
+session's turns.
 
 Each step is one short, durable `transaction.atomic()` that locks the session
 row first (`sessions_app.services.session_lock`); none is held while the
@@ -23,21 +24,28 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, OuterRef, Subquery
 from django.db.models.functions import Now
 
+from agentsite.agent import effects
 from agentsite.errors import (
     IdempotencyConflict,
+    InterruptPending,
+    InterruptResolved,
     InvalidIdempotencyKey,
     SessionBusy,
     SessionNotFound,
     StaleTurn,
+    TurnCommitted,
     TurnInProgress,
+    TurnNotFound,
+    VersionConflict,
 )
-from sessions_app.selectors import check_session_key, sessions_with_expired_lease
-from sessions_app.services import session_lock, session_lock_or_create
+from sessions_app.selectors import check_session_key, session_get, sessions_with_expired_lease
+from sessions_app.services import session_create, session_lock, session_lock_or_create
 from turns_app import faults
-from turns_app.checkpoints import delete_threads, retention_apply
+from turns_app.checkpoints import delete_threads
+from turns_app.history import chain_ids
 from turns_app.models import AgentTurn, AgentTurnEvent
 from turns_app.types import Claim, Outcome, Replay, TurnEvent, checkpoint_thread_id
-from turns_app.wakeups import wake_followers
+from turns_app.wakeups import wake_followers, wake_runner
 
 if TYPE_CHECKING:
     from sessions_app.models import AgentSession
@@ -46,6 +54,7 @@ logger = logging.getLogger(__name__)
 
 IDEMPOTENCY_KEY_MAX = 128
 COMPACT_BATCH = 1000
+FINISHED = (AgentTurn.Status.COMMITTED, AgentTurn.Status.INTERRUPTED)
 
 
 def check_idempotency_key(raw: str | None) -> str | None:
@@ -109,27 +118,25 @@ def _abort_locked(
     code: str,
     message: str,
     *,
-    purge: bool = False,
     pending: list[TurnEvent] = (),
     seq: int | None = None,
-) -> None:
-    """Call with the session locked. A pending turn becomes aborted and its
-    `error` event is written (after the run's `pending` events; at `seq`
-    when the run reserved one). `purge` drops the turn's checkpoint thread:
-    only for a run known to be over (a dead lease's process may still be
-    writing; retention catches that one later)."""
-    if purge and turn.status != AgentTurn.Status.COMMITTED:
-        # Never a committed turn's thread: an abort after a commit whose
-        # answer was lost (an outage) must not delete what it committed.
-        delete_threads([turn.checkpoint_thread])
-    if turn.status == AgentTurn.Status.PENDING:
+) -> bool:
+    """Call with the session locked. A pending turn becomes aborted, its
+    `error` event written (after the run's `pending` events; at `seq` when
+    the run reserved one), and the checkpoint its run may have persisted is
+    dropped (its own thread only: a resume's run starts from a paused turn's
+    thread, which stays for the next resume). True if it was pending."""
+    aborted = turn.status == AgentTurn.Status.PENDING
+    if aborted:
         turn.status = AgentTurn.Status.ABORTED
         turn.error = {"code": code, "message": message}
         turn.finished_at = session.db_now
         turn.save(update_fields=["status", "error", "finished_at"])
         _write_terminal(turn, "error", json.dumps(turn.error, ensure_ascii=False), list(pending), seq)
+        delete_threads([turn.checkpoint_thread])
     if session.active_turn_id == turn.id:
         session.release()
+    return aborted
 
 
 def _expire_dead_turn(session: AgentSession) -> bool:
@@ -145,6 +152,14 @@ def _expire_dead_turn(session: AgentSession) -> bool:
     return True
 
 
+def turn_event_data(turn: AgentTurn) -> str:
+    """The first event of every turn's stream."""
+    return json.dumps(
+        {"turn_id": str(turn.id), "epoch": turn.epoch, "number": turn.number, "base_version": turn.base_version},
+        ensure_ascii=False,
+    )
+
+
 # --- the steps ---------------------------------------------------------------------------
 
 
@@ -153,28 +168,36 @@ def turn_claim(
 ) -> Claim | Replay:
     """Step 1. Resolves the idempotency key, expires a dead active turn, and
     inserts a `pending` turn holding the session's lease. Raises `SessionBusy`
-    when a live turn holds the session (the caller decides whether to wait)."""
+    when a live turn holds the session (the caller decides whether to wait),
+    `InterruptPending` for a message while the graph waits for a resume and
+    `InterruptResolved` for a resume with nothing to resume."""
     check_session_key(key)
     digest = request_digest(request)
+    resume = "resume" in request
     with transaction.atomic(durable=True):
         session = session_lock_or_create(owner=owner, key=key)
         _expire_dead_turn(session)
         if idempotency_key is not None:
             previous = (
-                AgentTurn.objects.filter(
-                    session=session, epoch=session.epoch, idempotency_key=idempotency_key
-                )
+                AgentTurn.objects.filter(session=session, epoch=session.epoch, idempotency_key=idempotency_key)
                 .exclude(status=AgentTurn.Status.ABORTED)
                 .first()
             )
             if previous is not None:
                 if previous.request_digest != digest:
                     raise IdempotencyConflict()
-                if previous.status == AgentTurn.Status.COMMITTED:
+                if previous.status in FINISHED:
                     return Replay(turn_id=previous.id, body=previous.result)
                 raise TurnInProgress()
         if session.has_live_turn(session.db_now):
             raise SessionBusy()
+        if resume and session.interrupt is None:
+            raise InterruptResolved()
+        if not resume and session.interrupt is not None:
+            raise InterruptPending(details={"interrupts": session.interrupt["interrupts"]})
+        head_values = {}
+        if session.head_turn_id is not None:
+            head_values = AgentTurn.objects.filter(pk=session.head_turn_id).values_list("values", flat=True).first() or {}
         last = (
             AgentTurn.objects.filter(session=session, epoch=session.epoch)
             .order_by("-number")
@@ -186,6 +209,8 @@ def turn_claim(
             epoch=session.epoch,
             number=(last or 0) + 1,
             base_version=session.version,
+            parent_id=session.head_turn_id,
+            graph=session.graph,
             idempotency_key=idempotency_key,
             request_digest=digest,
             request=request,
@@ -201,20 +226,14 @@ def turn_claim(
         number=turn.number,
         base_version=session.version,
         request=request,
+        idempotency_key=idempotency_key,
+        graph=session.graph,
         form=session.form,
         fields=session.fields,
         stage=session.stage,
-        snapshot=session.snapshot,
-        checkpoint_thread=session.checkpoint_thread,
-        committed_checkpoint_id=session.committed_checkpoint_id,
-    )
-
-
-def turn_event_data(turn: AgentTurn) -> str:
-    """The first event of every turn's stream."""
-    return json.dumps(
-        {"turn_id": str(turn.id), "epoch": turn.epoch, "number": turn.number, "base_version": turn.base_version},
-        ensure_ascii=False,
+        parent_id=session.head_turn_id,
+        head_values=head_values,
+        interrupt=session.interrupt if resume else None,
     )
 
 
@@ -234,7 +253,7 @@ def events_append(*, turn_id: UUID, events: list[TurnEvent]) -> bool:
 
 def turn_renew_lease(*, turn_id: UUID) -> bool:
     """Extends the lease while the turn still holds the session; False means
-    it lost it (fenced off by a delete, a set-fields or an expiry)."""
+    it lost it (fenced off by a delete, a set-fields, a cancel or an expiry)."""
     with transaction.atomic(durable=True):
         locked = _lock_for_turn(turn_id)
         if locked is None:
@@ -246,15 +265,18 @@ def turn_renew_lease(*, turn_id: UUID) -> bool:
         return True
 
 
-def render_result(turn: AgentTurn, session: AgentSession, outcome: Outcome) -> str:
+def render_result(turn: AgentTurn, session: AgentSession, outcome: Outcome, applied: list[dict[str, Any]]) -> str:
     body = {
         "turn_id": str(turn.id),
         "epoch": session.epoch,
         "version": session.version,
+        "status": turn.status,
         "reply": outcome.reply,
         "field_changes": outcome.field_changes,
         "fields": session.fields,
         "stage": session.stage,
+        "interrupts": outcome.interrupts,
+        "effects": applied,
     }
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
@@ -269,74 +291,108 @@ def turn_commit(
     """Step 3. Succeeds only if the session is still at the turn's epoch and
     base version and the turn still holds a live lease; otherwise the turn is
     aborted (`stale_turn`, its `error` event written) and nothing else
-    changes. Returns the stored body, which is also the `done` event's data,
-    written with the commit at `done_seq` after the run's `pending` events:
-    `done` is in the log exactly when the turn is committed.
-
-    Retention runs after the commit (on_commit, robust): housekeeping never
-    holds the session's lock, and a failed prune never undoes a good turn."""
+    changes. A committing turn's recorded effects are applied here, in this
+    transaction. Returns the stored body, which is also the `done` event's
+    data, written with the commit at `done_seq` after the run's `pending`
+    events (an `interrupt` event among them): `done` is in the log exactly
+    when the turn is committed."""
     faults.hit("before_commit")
     stale: str | None = None
+    resolved_thread: str | None = None
     with transaction.atomic(durable=True):
         locked = _lock_for_turn(turn_id)
         if locked is None:
             # Deleted along with its session: what the run wrote is nobody's.
-            delete_threads([outcome.thread_id] if outcome.thread_id else [])
+            delete_threads([outcome.thread_id] if outcome.checkpoint_id else [])
             stale = "the session was deleted while the turn ran"
         else:
             turn, session = locked
-            stale = _commit_locked(turn, session, outcome, list(pending), done_seq)
-            if stale is None:
-
-                def prune() -> None:
-                    # A named function: Django's robust on_commit logs a
-                    # failure by the callable's __qualname__ (partial has none).
-                    retention_apply(session_id=session.id, epoch=turn.epoch, number=turn.number)
-
-                transaction.on_commit(prune, robust=True)
+            stale = _stale_reason(turn, session)
+            if stale is not None:
+                _abort_locked(turn, session, "stale_turn", stale, pending=list(pending), seq=done_seq)
+            else:
+                resolved_thread = _commit_locked(turn, session, outcome, list(pending), done_seq)
     if stale is not None:
         raise StaleTurn(stale)
+    if resolved_thread is not None:
+        # The pause this turn answered is over: its checkpoints go, after the
+        # commit (never lengthening its lock; a failed drop is the sweep's).
+        try:
+            with transaction.atomic(durable=True):
+                delete_threads([resolved_thread])
+        except Exception:
+            logger.exception("could not drop the checkpoints of %s; the sweep will", resolved_thread)
     faults.hit("after_commit")
     return turn.result
 
 
-def _commit_locked(
-    turn: AgentTurn,
-    session: AgentSession,
-    outcome: Outcome,
-    pending: list[TurnEvent],
-    done_seq: int | None,
-) -> str | None:
-    """Call with the session locked. Returns why the turn is stale (and
-    aborts it), or None once it is committed."""
-    stale = None
+def _stale_reason(turn: AgentTurn, session: AgentSession) -> str | None:
     if turn.status != AgentTurn.Status.PENDING:
-        stale = f"the turn is already {turn.status}"
-    elif session.is_deleted or session.epoch != turn.epoch:
-        stale = "the session was deleted while the turn ran"
-    elif session.version != turn.base_version:
-        stale = "the session's version moved while the turn ran"
-    elif session.active_turn_id != turn.id or not session.has_live_turn(session.db_now):
-        stale = "the turn lost its lease on the session"
-    if stale is not None:
-        _abort_locked(turn, session, "stale_turn", stale, purge=True, pending=pending, seq=done_seq)
-        return stale
+        return f"the turn is already {turn.status}"
+    if session.is_deleted or session.epoch != turn.epoch:
+        return "the session was deleted while the turn ran"
+    if session.version != turn.base_version:
+        return "the session's version moved while the turn ran"
+    if session.active_turn_id != turn.id or not session.has_live_turn(session.db_now):
+        return "the turn lost its lease on the session"
+    return None
+
+
+def _commit_locked(
+    turn: AgentTurn, session: AgentSession, outcome: Outcome, pending: list[TurnEvent], done_seq: int | None
+) -> str | None:
+    """Call with the session locked and the turn fenced in. Returns the
+    checkpoint thread of a pause this turn resolved, if any."""
+    context = effects.TurnContext(
+        session_id=session.id, epoch=turn.epoch, turn_id=turn.id, idempotency_key=turn.idempotency_key
+    )
+    applied = effects.apply_all(outcome.effects, context)
+    answered = session.interrupt if "resume" in turn.request else None
+    turn.status = AgentTurn.Status.INTERRUPTED if outcome.interrupts else AgentTurn.Status.COMMITTED
     session.fields = outcome.fields
     session.stage = outcome.stage
-    session.snapshot = outcome.snapshot
-    session.checkpoint_thread = turn.checkpoint_thread
-    session.committed_checkpoint_id = outcome.checkpoint_id
+    session.head_turn_id = turn.id
+    session.interrupt = (
+        {
+            "turn_id": str(turn.id),
+            "thread_id": outcome.thread_id,
+            "checkpoint_id": outcome.checkpoint_id,
+            "interrupts": outcome.interrupts,
+        }
+        if outcome.interrupts
+        else None
+    )
     session.version += 1
     session.turn_count += 1
     session.active_turn_id = None
     session.lease_expires_at = None
-    session.save()
-    turn.status = AgentTurn.Status.COMMITTED
+    session.save(
+        update_fields=[
+            "fields", "stage", "head_turn_id", "interrupt", "version", "turn_count",
+            "active_turn_id", "lease_expires_at", "updated_at",
+        ]
+    )
+    turn.messages = outcome.new_messages
+    turn.replaces_history = outcome.replaces_history
+    turn.message_count = outcome.message_count
+    turn.fields = session.fields
+    turn.stage = session.stage
+    turn.values = outcome.values
+    turn.version = session.version
+    turn.interrupts = outcome.interrupts or None
+    turn.effects = applied or None
     turn.checkpoint_id = outcome.checkpoint_id
     turn.finished_at = session.db_now
-    turn.result = render_result(turn, session, outcome)
-    turn.save(update_fields=["status", "checkpoint_id", "finished_at", "result"])
+    turn.result = render_result(turn, session, outcome, applied)
+    turn.save(
+        update_fields=[
+            "status", "messages", "replaces_history", "message_count", "fields", "stage", "values",
+            "version", "interrupts", "effects", "checkpoint_id", "finished_at", "result",
+        ]
+    )
     _write_terminal(turn, "done", turn.result, pending, done_seq)
+    if answered is not None and session.interrupt is None:
+        return answered["thread_id"]
     return None
 
 
@@ -350,22 +406,38 @@ def turn_abort(
     seq: int | None = None,
 ) -> TurnEvent | None:
     """Marks a pending turn aborted (its `error` event written after the
-    run's `pending` ones, at `seq` if the run reserved it), drops its
-    checkpoint thread, and frees the session if the turn holds it. Call only
-    once the run is over. Returns the turn's final event as stored — this
-    one, or the one that ended it before (a stale commit's) — or None when
-    the turn is gone: `thread_id` is the run's thread, and when the turn was
-    deleted with its session, what the run wrote (a cancelled run still
-    saves on exit) is nobody's and is dropped here, as `turn_commit` does."""
+    run's `pending` ones, at `seq` if the run reserved it) and frees the
+    session if the turn holds it. Call only once the run is over. Returns the
+    turn's final event as stored — this one, or the one that ended it before
+    (a stale commit's, a cancel's) — or None when the turn is gone with its
+    session (then a checkpoint its run persisted, `thread_id`, is dropped)."""
     with transaction.atomic(durable=True):
         locked = _lock_for_turn(turn_id)
         if locked is None:
             delete_threads([thread_id] if thread_id else [])
             return None
         turn, session = locked
-        _abort_locked(turn, session, code, message, purge=True, pending=list(pending), seq=seq)
+        _abort_locked(turn, session, code, message, pending=list(pending), seq=seq)
         last = AgentTurnEvent.objects.filter(turn=turn).order_by("-seq").first()
         return TurnEvent(last.seq, last.event, last.data) if last is not None else None
+
+
+def turn_cancel(*, owner: str, key: str, turn_id: UUID) -> AgentTurn:
+    """Cancel a turn, whichever process runs it: a pending turn is aborted
+    here (`turn_cancelled`, nothing of it committed, its effects dropped) and
+    the process running it is told to stop. Cancelling a cancelled or failed
+    turn answers its state again; a committed one is `TurnCommitted`."""
+    session = session_get(owner=owner, key=key)
+    with transaction.atomic(durable=True):
+        session = session_lock(session_id=session.id)
+        turn = AgentTurn.objects.filter(pk=turn_id, session=session, epoch=session.epoch).first()
+        if turn is None:
+            raise TurnNotFound()
+        if turn.status in FINISHED:
+            raise TurnCommitted(details={"turn_id": str(turn.id), "status": turn.status})
+        if _abort_locked(turn, session, "turn_cancelled", "the turn was cancelled; nothing was committed"):
+            wake_runner(turn.id)
+    return turn
 
 
 def turns_expire_dead() -> int:
@@ -396,6 +468,15 @@ def turn_expire_if_dead(*, turn_id: UUID) -> bool:
         return _expire_dead_turn(session)
 
 
+def turns_abort_pending(*, reason: str = "the server restarted before the turn committed") -> int:
+    """Start-up in single-process (SQLite) mode: nothing else can be running a
+    turn, so every `pending` turn is dead. Returns how many were aborted."""
+    pending = list(AgentTurn.objects.filter(status=AgentTurn.Status.PENDING).values_list("id", flat=True))
+    for turn_id in pending:
+        turn_abort(turn_id=turn_id, code="server_restarted", message=reason)
+    return len(pending)
+
+
 def events_compact(*, older_than_seconds: float | None = None) -> int:
     """Compact the logs of turns that ended more than the retention time ago
     to their first (`turn`) and final (`done`/`error`) events: re-attaching
@@ -405,7 +486,7 @@ def events_compact(*, older_than_seconds: float | None = None) -> int:
     doomed = (
         AgentTurnEvent.objects.filter(
             turn__finished_at__lt=Now() - timedelta(seconds=seconds),
-            turn__status__in=[AgentTurn.Status.COMMITTED, AgentTurn.Status.ABORTED],
+            turn__status__in=[*FINISHED, AgentTurn.Status.ABORTED],
             seq__gt=1,
         )
         .exclude(seq=Subquery(final))
@@ -418,18 +499,97 @@ def events_compact(*, older_than_seconds: float | None = None) -> int:
     return removed
 
 
-def turns_abort_pending(*, reason: str = "the server restarted before the turn committed") -> int:
-    """Start-up in single-process (SQLite) mode: nothing else can be running a
-    turn, so every `pending` turn is dead. Returns how many were aborted."""
-    pending = list(
-        AgentTurn.objects.filter(status=AgentTurn.Status.PENDING).values_list("id", flat=True)
-    )
-    for turn_id in pending:
-        turn_abort(turn_id=turn_id, code="server_restarted", message=reason)
-    return len(pending)
+# --- a session's history -------------------------------------------------------------------
 
 
-# --- deleting a session ---------------------------------------------------------------------
+def _history_turn(session: AgentSession, turn_id: UUID | None) -> AgentTurn | None:
+    """A committed turn of the session's current epoch (None: the start)."""
+    if turn_id is None:
+        return None
+    turn = AgentTurn.objects.filter(
+        pk=turn_id, session=session, epoch=session.epoch, status=AgentTurn.Status.COMMITTED
+    ).first()
+    if turn is None:
+        raise TurnNotFound("no committed turn with this id in the session (an interrupted one cannot be a start)")
+    return turn
+
+
+def session_rewind(*, owner: str, key: str, turn_id: UUID | None, expected_version: int) -> AgentSession:
+    """Take the session back to just after `turn_id` (None: before the first
+    turn): its conversation, fields and stage become that turn's, the version
+    moves on, and the turns after it stay in the log, marked superseded. The
+    next turn starts from there. Version-conditional; refused while a turn
+    runs. A pause the rewind leaves behind is dropped with its checkpoints."""
+    session = session_get(owner=owner, key=key)
+    with transaction.atomic(durable=True):
+        session = session_lock(session_id=session.id)
+        if session.version != expected_version:
+            raise VersionConflict(
+                f"the session is at version {session.version}, not {expected_version}",
+                details={"version": session.version},
+            )
+        _expire_dead_turn(session)
+        if session.has_live_turn(session.db_now):
+            raise SessionBusy()
+        target = _history_turn(session, turn_id)
+        chain = chain_ids(session.head_turn_id)
+        if target is not None and target.id not in chain:
+            raise TurnNotFound("the turn is not on the way to the session's current state")
+        kept = set(chain_ids(target.id)) if target is not None else set()
+        AgentTurn.objects.filter(pk__in=[t for t in chain if t not in kept]).update(superseded_at=session.db_now)
+        if session.interrupt is not None:
+            delete_threads([session.interrupt["thread_id"]])
+        session.head_turn_id = target.id if target is not None else None
+        session.fields = (target.fields if target is not None else None) or {}
+        session.stage = (target.stage if target is not None else None) or session.DEFAULT_STAGE
+        session.interrupt = None
+        session.version += 1
+        session.save(update_fields=["head_turn_id", "fields", "stage", "interrupt", "version", "updated_at"])
+        return session
+
+
+def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) -> AgentSession:
+    """A new session of the same owner, graph and form, starting from the
+    state just after `turn_id` (None: the start) of this one: the turns up
+    to it are copied, so the two histories are independent from here on."""
+    source = session_get(owner=owner, key=key)
+    target = _history_turn(source, turn_id)
+    chain = chain_ids(target.id) if target is not None else []
+    turns = {t.id: t for t in AgentTurn.objects.filter(pk__in=chain)}
+    fork = session_create(owner=owner, key=new_key, form=source.form, metadata=source.metadata, graph=source.graph)
+    with transaction.atomic(durable=True):
+        fork = session_lock(session_id=fork.id)
+        parent = None
+        for number, original_id in enumerate(chain, start=1):
+            original = turns[original_id]
+            copy = AgentTurn.objects.create(
+                session=fork,
+                epoch=fork.epoch,
+                number=number,
+                base_version=number - 1,
+                parent_id=parent,
+                graph=original.graph,
+                status=original.status,
+                request_digest=original.request_digest,
+                request=original.request,
+                result=original.result,
+                messages=original.messages,
+                replaces_history=original.replaces_history,
+                message_count=original.message_count,
+                fields=original.fields,
+                stage=original.stage,
+                values=original.values,
+                version=number,
+                finished_at=original.finished_at,
+            )
+            parent = copy.id
+        fork.head_turn_id = parent
+        fork.fields = (target.fields if target is not None else None) or {}
+        fork.stage = (target.stage if target is not None else None) or fork.DEFAULT_STAGE
+        fork.version = len(chain)
+        fork.turn_count = len(chain)
+        fork.save(update_fields=["head_turn_id", "fields", "stage", "version", "turn_count", "updated_at"])
+    return fork
 
 
 def session_turns_purge(*, session: AgentSession, **_: object) -> None:
@@ -438,8 +598,6 @@ def session_turns_purge(*, session: AgentSession, **_: object) -> None:
     thread and every turn of the session, so they go with the tombstone or
     not at all. Connected in `TurnsAppConfig.ready`."""
     turns = list(AgentTurn.objects.filter(session=session).values_list("id", "epoch"))
-    threads = [checkpoint_thread_id(session.id, epoch, turn_id) for turn_id, epoch in turns]
-    if session.checkpoint_thread:
-        threads.append(session.checkpoint_thread)
-    delete_threads(sorted(set(threads)))
+    delete_threads(sorted({checkpoint_thread_id(session.id, epoch, turn_id) for turn_id, epoch in turns}))
     AgentTurn.objects.filter(session=session).delete()
+

@@ -4,7 +4,7 @@ module and nothing above it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -35,15 +35,27 @@ class Claim:
     number: int
     base_version: int
     request: dict[str, Any]
+    idempotency_key: str | None
+    graph: str
     form: list[dict[str, Any]]
     fields: dict[str, Any]
     stage: str
-    snapshot: dict[str, Any]
-    checkpoint_thread: str | None
-    committed_checkpoint_id: str | None
+    # The session's head when claimed: the state this turn starts from.
+    parent_id: UUID | None
+    head_values: dict[str, Any]
+    # For a resume: the pending interrupt it answers ({"turn_id", "thread_id", "interrupts"}).
+    interrupt: dict[str, Any] | None = None
+
+    @property
+    def resume(self) -> bool:
+        return "resume" in self.request
 
     @property
     def thread_id(self) -> str:
+        """The checkpoint thread the run uses: its own, or for a resume the
+        paused run's."""
+        if self.resume and self.interrupt is not None:
+            return self.interrupt["thread_id"]
         return checkpoint_thread_id(self.session_id, self.epoch, self.turn_id)
 
 
@@ -52,12 +64,20 @@ class Outcome:
     """What a finished run proposes to commit."""
 
     reply: str
+    new_messages: list[dict[str, Any]]  # message_to_dict of what the turn added
+    replaces_history: bool  # new_messages is the whole, rewritten conversation
+    message_count: int
     field_changes: dict[str, Any]
     fields: dict[str, Any]
     stage: str
-    snapshot: dict[str, Any]
-    checkpoint_id: str | None
-    thread_id: str | None = None
+    values: dict[str, Any]  # the graph's other channels, as JSON
+    interrupts: list[dict[str, Any]]  # [{"id", "value"}] when the graph paused
+    thread_id: str
+    checkpoint_id: str | None = None  # of a paused run, persisted
+    effects: list[dict[str, Any]] = field(default_factory=list)
+    # The conversation's message objects after the turn, for this process's
+    # cache once committed; not part of what is committed.
+    conversation: list[Any] = field(default_factory=list, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

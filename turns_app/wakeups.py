@@ -26,6 +26,8 @@ from agentsite.database import database_settings, is_postgres, postgres_conninfo
 logger = logging.getLogger(__name__)
 
 CHANNEL = "agentsite_turn_events"
+# A cancelled turn's id: the process running it stops its graph.
+CANCEL_CHANNEL = "agentsite_turn_cancels"
 RECONNECT_SECONDS = 1.0
 READY_SECONDS = 2.0
 
@@ -33,11 +35,25 @@ READY_SECONDS = 2.0
 def wake_followers(turn_id: UUID) -> None:
     """Call inside the transaction that wrote events of `turn_id`: followers
     are woken when (and only if) it commits."""
+    _notify(CHANNEL, str(turn_id))
+
+
+def wake_runner(turn_id: UUID) -> None:
+    """Call inside the transaction that cancelled `turn_id`: the process
+    running it stops it once that commits."""
+    _notify(CANCEL_CHANNEL, str(turn_id))
+
+
+def _notify(channel: str, payload: str) -> None:
     if is_postgres(connection.settings_dict):
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, str(turn_id)])
+            cursor.execute("SELECT pg_notify(%s, %s)", [channel, payload])
     else:
-        transaction.on_commit(lambda: _hub.publish(str(turn_id)))
+        transaction.on_commit(lambda: _hub.publish(_key(channel, payload)))
+
+
+def _key(channel: str, payload: str) -> str:
+    return payload if channel == CHANNEL else f"{channel}:{payload}"
 
 
 class Wakeup:
@@ -111,9 +127,10 @@ class _Hub:
                     postgres_conninfo(database_settings()), autocommit=True
                 ) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
+                    await conn.execute(f"LISTEN {CANCEL_CHANNEL}")
                     ready.set()
                     async for notice in conn.notifies():
-                        self.publish(notice.payload)
+                        self.publish(_key(notice.channel, notice.payload))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -136,13 +153,15 @@ stop_listening = _hub.stop
 
 
 @contextlib.asynccontextmanager
-async def subscription(turn_id: UUID) -> AsyncIterator[Wakeup]:
-    """Rung whenever events of `turn_id` are written. Subscribe *before*
-    reading the log, so nothing written in between goes unnoticed."""
+async def subscription(turn_id: UUID, *, channel: str = CHANNEL) -> AsyncIterator[Wakeup]:
+    """Rung whenever events of `turn_id` are written (or, on CANCEL_CHANNEL,
+    when it is cancelled). Subscribe *before* reading the log, so nothing
+    written in between goes unnoticed."""
     await _hub.ensure_listening()
     wakeup = Wakeup(asyncio.get_running_loop())
-    _hub.add(str(turn_id), wakeup)
+    key = _key(channel, str(turn_id))
+    _hub.add(key, wakeup)
     try:
         yield wakeup
     finally:
-        _hub.remove(str(turn_id), wakeup)
+        _hub.remove(key, wakeup)

@@ -10,7 +10,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import (
@@ -26,6 +26,8 @@ from langchain_core.messages import (
     SystemMessage,
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from agentsite.agent.prompts import TASK_EXTRACT, TASK_REPLY, parse_task
 
@@ -42,12 +44,26 @@ _ARTICLE_RE = re.compile(r"^(?:your|the|any|a|an)\s+", re.IGNORECASE)
 FALLBACK_REPLY = "I can only help with filling in a form."
 
 
+# Other graphs' tasks (AGENTSITE_TASK: <name>): handler(messages, payload)
+# returns the reply text, or an AIMessage (tool calls).
+TaskHandler = Callable[[list[BaseMessage], dict[str, Any]], "str | AIMessage"]
+_TASKS: dict[str, TaskHandler] = {}
+
+
+def register_task(task: str, handler: TaskHandler) -> None:
+    _TASKS[task] = handler
+
+
 class OfflineChatModel(BaseChatModel):
     token_delay_ms: float = 0
 
     @property
     def _llm_type(self) -> str:
         return "agentsite-offline"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable:
+        # The task handlers decide which tools to call; binding only records them.
+        return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
 
     def _generate(
         self,
@@ -56,7 +72,7 @@ class OfflineChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=respond(messages)))])
+        return ChatResult(generations=[ChatGeneration(message=_as_message(respond(messages)))])
 
     # _stream and _astream are twins: change both together.
     def _stream(
@@ -84,7 +100,19 @@ class OfflineChatModel(BaseChatModel):
             yield chunk
 
 
-def _chunks(text: str) -> list[ChatGenerationChunk]:
+def _as_message(answer: "str | AIMessage") -> AIMessage:
+    return answer if isinstance(answer, AIMessage) else AIMessage(content=answer)
+
+
+def _chunks(answer: "str | AIMessage") -> list[ChatGenerationChunk]:
+    if isinstance(answer, AIMessage) and answer.tool_calls:
+        calls = [
+            {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+            for i, c in enumerate(answer.tool_calls)
+        ]
+        chunk = AIMessageChunk(content=answer.text, tool_call_chunks=calls, chunk_position="last")
+        return [ChatGenerationChunk(message=chunk)]
+    text = _as_message(answer).text
     tokens = _TOKEN_RE.findall(text) or [text]
     chunks = [ChatGenerationChunk(message=AIMessageChunk(content=token)) for token in tokens]
     # Marking the end ourselves stops langchain appending an empty closing chunk.
@@ -92,12 +120,14 @@ def _chunks(text: str) -> list[ChatGenerationChunk]:
     return chunks
 
 
-def respond(messages: list[BaseMessage]) -> str:
+def respond(messages: list[BaseMessage]) -> "str | AIMessage":
     system = next((m for m in messages if isinstance(m, SystemMessage)), None)
     parsed = parse_task(system.text) if system is not None else None
     if parsed is None:
         return FALLBACK_REPLY
     task, payload = parsed
+    if task in _TASKS:
+        return _TASKS[task](messages, payload)
     if task == TASK_EXTRACT:
         human = [m for m in messages if isinstance(m, HumanMessage)]
         text = human[-1].text if human else ""

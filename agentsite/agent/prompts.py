@@ -44,8 +44,11 @@ fields still missing (in the order to ask them), values rejected this turn
 Never claim a value was saved unless it appears in "fields"."""
 
 
-def render_task(task: str, payload: dict[str, Any]) -> str:
-    instructions = _EXTRACT_INSTRUCTIONS if task == TASK_EXTRACT else _REPLY_INSTRUCTIONS
+def render_task(task: str, payload: dict[str, Any], *, instructions: str | None = None) -> str:
+    """A system prompt: `instructions` (the intake tasks have their own) and
+    the two machine-readable lines."""
+    if instructions is None:
+        instructions = _EXTRACT_INSTRUCTIONS if task == TASK_EXTRACT else _REPLY_INSTRUCTIONS
     # json.dumps escapes newlines, so the payload always stays on one line.
     encoded = json.dumps(payload, ensure_ascii=False)
     return f"{instructions}\n\nAGENTSITE_TASK: {task}\nAGENTSITE_INPUT: {encoded}"

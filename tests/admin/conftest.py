@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from turns_app.checkpoints import checkpoint_tables
 from sessions_app.models import AgentSession
-from tests.conftest import Api, run_in_new_loop
+from tests.conftest import Api, pause_booking, run_in_new_loop
 
 CONVERSATION = [
     "name: Ada Lovelace",
@@ -32,6 +32,12 @@ def chat(api: Api, key: str, text: str, idem: str | None = None) -> dict:
 def session_with_turns(api: Api, key: str, turns: int = 3, owner: str = "alice") -> AgentSession:
     for number, text in enumerate(CONVERSATION[:turns], start=1):
         chat(api, key, text, idem=f"{key}-{number}")
+    return AgentSession.objects.get(owner=owner, key=key)
+
+
+def paused_session(api: Api, key: str, owner: str = "alice") -> AgentSession:
+    """A booking session whose graph waits for approval: it has checkpoint rows."""
+    run_in_new_loop(lambda: pause_booking(api, key))
     return AgentSession.objects.get(owner=owner, key=key)
 
 

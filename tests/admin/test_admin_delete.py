@@ -11,10 +11,10 @@ import pytest
 from agentsite.errors import StaleTurn, Unauthorized
 from sessions_app.models import AgentSession, ApiKey
 from sessions_app.services import api_key_authenticate
-from tests.admin.conftest import admin_url, chat, checkpoint_rows, session_with_turns
+from tests.admin.conftest import admin_url, chat, checkpoint_rows, paused_session, session_with_turns
+from tests.conftest import make_outcome
 from turns_app.models import AgentTurn
 from turns_app.services import turn_claim, turn_commit
-from turns_app.types import Outcome
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,8 +25,8 @@ def assert_tombstone(before: AgentSession) -> AgentSession:
     after = AgentSession.objects.get(pk=before.pk)
     assert after.deleted_at is not None
     assert (after.epoch, after.version) == (before.epoch + 1, before.version)
-    assert after.fields == {} and after.snapshot == {}
-    assert after.committed_checkpoint_id is None and after.turn_count == 0
+    assert after.fields == {} and after.head_turn_id is None and after.interrupt is None
+    assert after.turn_count == 0
     assert not AgentTurn.objects.filter(session=after).exists()
     assert checkpoint_rows(after.id) == 0
     return after
@@ -34,8 +34,11 @@ def assert_tombstone(before: AgentSession) -> AgentSession:
 
 def test_delete_one_session_purges_checkpoints_and_keeps_a_tombstone(staff_client, api):
     session = session_with_turns(api, "s-del", turns=3)
-    other = session_with_turns(api, "s-keep", turns=1)
-    assert checkpoint_rows(session.id) > 0
+    # Finished turns leave no checkpoints; a paused run does: it waits in the
+    # checkpointer's tables, and its session's delete must purge them.
+    paused = paused_session(api, "s-paused")
+    other = paused_session(api, "s-keep")
+    assert checkpoint_rows(paused.id) > 0
     other_rows = checkpoint_rows(other.id)
     url = admin_url("sessions_app_agentsession_delete", session.pk)
 
@@ -44,16 +47,20 @@ def test_delete_one_session_purges_checkpoints_and_keeps_a_tombstone(staff_clien
     page = confirm.content.decode()
     assert "tombstone" in page
     assert "turns: 3" in page
-    assert f"checkpoint rows: {checkpoint_rows(session.id)}" in page
+    assert "checkpoint rows: 0" in page
     assert "fields: " in page and "name" in page
     assert f"epoch {session.epoch + 1}, version {session.version}" in page
     # Nothing is deleted by looking at the confirmation page.
-    assert checkpoint_rows(session.id) > 0 and AgentTurn.objects.filter(session=session).count() == 3
+    assert AgentTurn.objects.filter(session=session).count() == 3
+    paused_url = admin_url("sessions_app_agentsession_delete", paused.pk)
+    assert f"checkpoint rows: {checkpoint_rows(paused.id)}" in staff_client.get(paused_url).content.decode()
 
     response = staff_client.post(url, {"post": "yes"})
     assert response.status_code == 302
     assert response["Location"] == admin_url(CHANGELIST)
     tomb = assert_tombstone(session)
+    assert staff_client.post(paused_url, {"post": "yes"}).status_code == 302
+    assert_tombstone(paused)
     # The other session is untouched.
     assert checkpoint_rows(other.id) == other_rows
     assert AgentTurn.objects.filter(session=other).count() == 1
@@ -71,11 +78,11 @@ def test_delete_one_session_purges_checkpoints_and_keeps_a_tombstone(staff_clien
 
 
 def test_bulk_delete_action_purges_every_selected_session(staff_client, api):
-    first = session_with_turns(api, "bulk-1", turns=2)
+    first = paused_session(api, "bulk-1")
     second = session_with_turns(api, "bulk-2", turns=3)
-    kept = session_with_turns(api, "bulk-keep", turns=1)
+    kept = paused_session(api, "bulk-keep")
     kept_rows = checkpoint_rows(kept.id)
-    assert checkpoint_rows(first.id) > 0 and checkpoint_rows(second.id) > 0
+    assert checkpoint_rows(first.id) > 0 and kept_rows > 0
     url = admin_url(CHANGELIST)
     selection = {"action": "delete_selected", "_selected_action": [str(first.pk), str(second.pk)]}
 
@@ -83,7 +90,7 @@ def test_bulk_delete_action_purges_every_selected_session(staff_client, api):
     assert confirm.status_code == 200
     page = confirm.content.decode()
     assert "tombstone" in page and "bulk-1" in page and "bulk-2" in page
-    assert "turns: 2" in page and "turns: 3" in page
+    assert "turns: 1" in page and "turns: 3" in page
     assert checkpoint_rows(first.id) > 0  # not yet
 
     response = staff_client.post(url, {**selection, "post": "yes"})
@@ -113,14 +120,11 @@ def test_turn_running_during_an_admin_delete_cannot_commit(staff_client, api):
         admin_url("sessions_app_agentsession_delete", session.pk), {"post": "yes"}
     )
     assert response.status_code == 302
-    outcome = Outcome(
+    outcome = make_outcome(
+        claim,
         reply="too late",
         field_changes={"email": "ada@example.com"},
         fields={"name": "Ada Lovelace", "email": "ada@example.com"},
-        stage="collecting",
-        snapshot={"messages": [{"role": "user", "content": "late"}]},
-        checkpoint_id=None,
-        thread_id=claim.thread_id,
     )
     with pytest.raises(StaleTurn):
         turn_commit(turn_id=claim.turn_id, outcome=outcome)

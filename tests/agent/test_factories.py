@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentsite.agent.models import build_model
 from agentsite.agent.offline import OfflineChatModel, respond
-from agentsite.agent.registry import build_graph
+from agentsite.agent.registry import UnknownGraph, build_graph
 from agentsite.agent.form_spec import DEFAULT_FORM, form_to_json
 
 
@@ -48,11 +48,11 @@ def test_openai_without_credentials_is_a_configuration_error(monkeypatch):
         build_model("openai:gpt-4o-mini")
 
 
-def test_build_graph_defaults_to_settings_and_rejects_unknown_names(settings):
-    settings.AGENT_GRAPH = "intake"
-    assert build_graph(None, model=OfflineChatModel(), checkpointer=None).name == "intake"
-    with pytest.raises(ImproperlyConfigured, match="intake"):
-        build_graph("nope", model=OfflineChatModel(), checkpointer=None)
+def test_build_graph_builds_registered_graphs_and_rejects_unknown_names():
+    assert build_graph("intake", checkpointer=None).name == "intake"
+    assert build_graph("booking", checkpointer=None).name == "booking"
+    with pytest.raises(UnknownGraph):
+        build_graph("nope", checkpointer=None)
 
 
 class FakeOpenAIHandler(BaseHTTPRequestHandler):
@@ -107,11 +107,12 @@ def fake_openai(monkeypatch):
     server.server_close()
 
 
-async def test_openai_provider_runs_the_graph_against_openai_base_url(fake_openai):
-    model = build_model("openai:gpt-4o-mini")
+async def test_openai_provider_runs_the_graph_against_openai_base_url(fake_openai, settings):
+    settings.AGENT_MODEL = "openai:gpt-4o-mini"
+    model = build_model()
     assert isinstance(model, ChatOpenAI)
     assert str(model.root_async_client.base_url).startswith(f"http://127.0.0.1:{fake_openai.server_port}/v1")
-    graph = build_graph("intake", model=model, checkpointer=InMemorySaver())
+    graph = build_graph("intake", checkpointer=InMemorySaver())
     state = {
         "messages": [HumanMessage("Ada Lovelace")],
         "form": form_to_json(DEFAULT_FORM),

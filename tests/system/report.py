@@ -24,6 +24,9 @@ class Row:
     lost: int
     duplicated: int
     recovery_seconds: float | None
+    # Bookings (the booking graph's side effect) in the database afterwards:
+    # each must be a committed turn's, exactly once. None: no bookings made.
+    bookings: int | None = None
 
 
 ROWS: list[Row] = []
@@ -42,24 +45,26 @@ def record(
     lost: int,
     duplicated: int,
     recovery_seconds: float | None = None,
+    bookings: int | None = None,
 ) -> None:
     """Call once per scenario run, after the scenario's own assertions held
     (a failing scenario must fail its test, not just print a bad row)."""
     ROWS.append(
-        Row(scenario, database_kind(), attempted, committed, aborted, lost, duplicated, recovery_seconds)
+        Row(scenario, database_kind(), attempted, committed, aborted, lost, duplicated, recovery_seconds, bookings)
     )
 
 
 def table() -> str:
     lines = [
-        "| scenario | database | attempted | committed | aborted | lost | duplicated | recovery |",
-        "|---|---|---|---|---|---|---|---|",
+        "| scenario | database | attempted | committed | aborted | lost | duplicated | bookings | recovery |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in ROWS:
         recovery = "" if r.recovery_seconds is None else f"{r.recovery_seconds:.2f} s"
+        bookings = "" if r.bookings is None else str(r.bookings)
         lines.append(
             f"| {r.scenario} | {r.database} | {r.attempted} | {r.committed} | {r.aborted} "
-            f"| {r.lost} | {r.duplicated} | {recovery} |"
+            f"| {r.lost} | {r.duplicated} | {bookings} | {recovery} |"
         )
     return "\n".join(lines)
 

@@ -33,11 +33,11 @@ import pytest
 from django.db import connection
 from httpx_sse import ServerSentEvent, connect_sse
 
-from agentsite.agent.checkpointer import get_saver
+from agentsite.booking.models import Booking
 from agentsite.database import is_postgres
-from turns_app.checkpoints import checkpoint_tables, delete_threads
+from turns_app import history
+from turns_app.checkpoints import checkpoint_tables
 from sessions_app.models import AgentSession
-from tests.conftest import run_in_new_loop
 from tests.system import report
 from tests.system.server import ROOT, Server
 from turns_app import faults
@@ -52,10 +52,7 @@ DEATH_SECONDS = 10.0
 FAULT_ENV = ("AGENT_FAULT_POINT", "AGENT_FAULT_ACTION")
 # What the session row holds for the business; the lease columns move with
 # every claim and are checked separately.
-BUSINESS = (
-    "version", "epoch", "fields", "stage", "snapshot", "turn_count",
-    "checkpoint_thread", "committed_checkpoint_id", "deleted_at",
-)
+BUSINESS = ("version", "epoch", "fields", "stage", "head_turn_id", "interrupt", "turn_count", "deleted_at")
 
 
 def on_postgres() -> bool:
@@ -204,24 +201,8 @@ def checkpoint_rows(prefix: str) -> int:
     return sum(checkpoint_rows_by_table(prefix).values())
 
 
-def checkpoint_messages(thread_id: str, checkpoint_id: str) -> list[tuple[str, str]]:
-    """(type, text) of the messages in one stored checkpoint, read through
-    the app's own saver on the test database."""
-
-    async def read():
-        saver = await get_saver()
-        found = await saver.aget_tuple(
-            {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id}}
-        )
-        assert found is not None, f"checkpoint {checkpoint_id} of {thread_id} is missing"
-        return [(m.type, m.text) for m in found.checkpoint["channel_values"]["messages"]]
-
-    return run_in_new_loop(read)
-
-
-def transcript_pairs(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    kinds = {"user": "human", "assistant": "ai"}
-    return [(kinds[m["role"]], m["content"]) for m in messages]
+def transcript(session: AgentSession) -> list[dict[str, Any]]:
+    return history.transcript(session.head_turn_id)
 
 
 def wait_until(predicate: Callable[[], bool], seconds: float, what: str) -> None:
@@ -236,22 +217,22 @@ def wait_until(predicate: Callable[[], bool], seconds: float, what: str) -> None
 
 def tally(acknowledged: list[dict[str, Any]], key: str = KEY) -> dict[str, int]:
     """From the database: `lost` = turns the client was told are done (a 200
-    or an SSE `done`) of the session's current epoch that are not committed
-    or not exactly once in the transcript; `duplicated` = committed turns
-    whose messages appear more than once in the transcript. (Turns of an
-    epoch the client deleted are gone on purpose.)"""
+    or an SSE `done`) of the session's current epoch that are not committed,
+    or whose messages are not in the transcript exactly as the turn stored
+    them; `duplicated` = committed turns with more messages in the transcript
+    than they added. (Turns of an epoch the client deleted are gone on
+    purpose.)"""
     session = session_row(key)
     rows = turns_of(session)
-    done_ids = {str(t.id) for t in rows if t.status == "committed" and t.epoch == session.epoch}
-    messages = session.snapshot.get("messages", [])
-    users = Counter(m["turn_id"] for m in messages if m["role"] == "user")
-    replies = Counter(m["turn_id"] for m in messages if m["role"] == "assistant")
+    finished = ("committed", "interrupted")
+    added = {str(t.id): len(t.messages) for t in rows if t.status in finished and t.epoch == session.epoch}
+    shown = Counter(m["turn_id"] for m in transcript(session))
     mine = [a["turn_id"] for a in acknowledged if a["epoch"] == session.epoch]
     return {
-        "committed": sum(t.status == "committed" for t in rows),
+        "committed": sum(t.status in finished for t in rows),
         "aborted": sum(t.status == "aborted" for t in rows),
-        "lost": sum(t not in done_ids or users[t] != 1 or replies[t] != 1 for t in mine),
-        "duplicated": sum(users[t] > 1 or replies[t] > 1 for t in done_ids),
+        "lost": sum(t not in added or shown[t] != added[t] or not added[t] for t in mine),
+        "duplicated": sum(shown[t] > n for t, n in added.items()),
     }
 
 
@@ -259,9 +240,9 @@ def check_and_record(scenario: str, *, attempted: int, acknowledged, recovery: f
     counts = {**tally(acknowledged), **override}
     session = session_row()
     # Every committed turn of this epoch is in the transcript, and nothing else is.
-    in_transcript = {m["turn_id"] for m in session.snapshot.get("messages", [])}
+    in_transcript = {m["turn_id"] for m in transcript(session)}
     assert in_transcript == {
-        str(t.id) for t in turns_of(session) if t.status == "committed" and t.epoch == session.epoch
+        str(t.id) for t in turns_of(session) if t.status in ("committed", "interrupted") and t.epoch == session.epoch
     }
     assert not AgentTurn.objects.filter(session=session, status="pending").exists()
     assert counts["lost"] == 0 and counts["duplicated"] == 0, counts
@@ -269,10 +250,10 @@ def check_and_record(scenario: str, *, attempted: int, acknowledged, recovery: f
     return counts
 
 
-# --- 1. checkpoint written, business commit not ------------------------------------------------
+# --- 1. the run finished, business commit not ------------------------------------------------
 
 
-def test_crash_after_checkpoint_before_commit(launch, alice):
+def test_crash_after_the_run_before_commit(launch, alice):
     # The lease a dead turn holds is the one its own server granted: short,
     # so on PostgreSQL the next claim can expire it soon after the crash.
     server = launch(AGENT_TURN_LEASE_SECONDS="1")
@@ -289,8 +270,9 @@ def test_crash_after_checkpoint_before_commit(launch, alice):
     session = session_row()
     lost = turns_of(session)[-1]
     assert lost.status == "pending" and session.active_turn_id == lost.id
-    # The window: the run's checkpoint landed, the business commit did not.
-    assert checkpoint_rows(lost.checkpoint_thread) > 0
+    # The window: the run finished, the business commit did not. A finished
+    # run's checkpoints live in its process's memory: nothing of it landed.
+    assert checkpoint_rows(lost.checkpoint_thread) == 0
     assert business(session) == before
 
     without_faults(server, AGENT_SESSION_WAIT_SECONDS="10")
@@ -319,15 +301,7 @@ def test_crash_after_checkpoint_before_commit(launch, alice):
     assert after["fields"] == {"name": "Ada Lovelace", "preferred_date": "2031-05-06"}
     assert "ada@example.com" not in json.dumps(messages)
     assert [m["turn_id"] for m in messages] == [a["turn_id"] for a in acknowledged for _ in "ua"]
-    # …and so did the graph: its new checkpoint holds the committed
-    # conversation plus this turn, nothing of the lost one.
-    session = session_row()
-    assert checkpoint_messages(session.checkpoint_thread, session.committed_checkpoint_id) == (
-        transcript_pairs(messages)
-    )
-    # Nothing reads the lost turn's thread; it is gone (start-up abort, or
-    # retention at the next commit).
-    assert checkpoint_rows(lost.checkpoint_thread) == 0
+    assert checkpoint_rows(f"{session.id}:") == 0
 
     check_and_record(
         "1 crash before commit", attempted=4, acknowledged=acknowledged,
@@ -392,45 +366,59 @@ def test_crash_after_commit_before_response(launch, alice):
 # --- 3. business committed, checkpoint missing or behind ----------------------------------------
 
 
-@pytest.mark.parametrize("variant", ["missing", "behind"])
-def test_checkpoint_missing_or_behind_after_commit(launch, alice, variant):
-    server = launch(AGENT_CHECKPOINT_KEEP="2" if variant == "behind" else "1")
+def test_a_pause_survives_a_killed_server_and_resumes_once(launch, alice):
+    """A booking turn paused for approval (committed as `interrupted`, its
+    checkpoint in the database); the server is SIGKILLed; after the restart
+    the resume runs from that checkpoint and the booking lands exactly once —
+    also when the first resume's server is killed after the tool ran and
+    before the commit, and the client retries with the same key."""
+    server = launch(AGENT_TURN_LEASE_SECONDS="1")
     with client_of(server, alice) as client:
-        acknowledged = [committed(chat(client, "hello")), committed(chat(client, "Ada Lovelace"))]
-    session = session_row()
-    older = turns_of(session)[0]
-    assert checkpoint_rows(session.checkpoint_thread) > 0
-    delete_threads([session.checkpoint_thread])
-    assert checkpoint_rows(session.checkpoint_thread) == 0
-    if variant == "behind":
-        assert checkpoint_rows(older.checkpoint_thread) > 0  # an older commit's checkpoint
-    else:
-        assert checkpoint_rows(f"{session.id}:") == 0
+        assert client.post("/api/sessions", json={"key": KEY, "graph": "booking"}).status_code == 201
+        paused = committed(chat(client, "Book a table for 3 people on 2031-06-01 at 20:00, my name is Ada Lovelace"))
+    assert paused["status"] == "interrupted" and paused["interrupts"][0]["value"]["action"] == "book_table"
+    server.kill()
+    crashed_at = time.monotonic()
+    assert checkpoint_rows(f"{session_row().id}:") > 0  # the pause is durable
 
+    server.restart(AGENT_FAULT_POINT="before_commit", AGENT_FAULT_ACTION="kill")
     with client_of(server, alice) as client:
-        started = time.monotonic()
-        rebuilt = committed(chat(client, "ada@example.com"))
-        recovery = time.monotonic() - started
-        messages = client.get(f"/api/sessions/{KEY}/messages").json()
-    acknowledged.append(rebuilt)
+        expect_dropped(lambda: client.post(
+            f"/api/sessions/{KEY}/turns", json={"resume": {"action": "approve"}}, headers={"Idempotency-Key": "ok-1"}
+        ))
+    assert_killed(server)
+    assert not Booking.objects.exists()  # the tool ran; its effect waits for a commit that never came
 
-    # Versions +1 each; every field changed by exactly one turn.
-    assert [a["version"] for a in acknowledged] == [1, 2, 3]
-    assert [a["field_changes"] for a in acknowledged] == [
-        {}, {"name": "Ada Lovelace"}, {"email": "ada@example.com"}
+    without_faults(server, AGENT_SESSION_WAIT_SECONDS="10")
+    if on_postgres():
+        wait_until(
+            lambda: session_row().lease_expires_at is None
+            or time.time() > session_row().lease_expires_at.timestamp(),
+            5, "the dead resume's lease",
+        )
+    with client_of(server, alice) as client:
+        resumed = committed(client.post(
+            f"/api/sessions/{KEY}/turns", json={"resume": {"action": "approve"}}, headers={"Idempotency-Key": "ok-1"}
+        ))
+        recovered_at = time.monotonic()
+        again = client.post(
+            f"/api/sessions/{KEY}/turns", json={"resume": {"action": "approve"}}, headers={"Idempotency-Key": "ok-1"}
+        )
+        late = client.post(f"/api/sessions/{KEY}/turns", json={"resume": {"action": "approve"}})
+    assert resumed["status"] == "committed" and "booked" in resumed["reply"]
+    assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+    assert (late.status_code, late.json()["error"]["code"]) == (409, "interrupt_resolved")
+    (booking,) = Booking.objects.all()
+    assert resumed["effects"] == [
+        {"kind": "booking.create", "result": {"booking_id": str(booking.id), "reference": booking.reference}}
     ]
-    assert rebuilt["fields"] == {"name": "Ada Lovelace", "email": "ada@example.com"}
-    # The graph ran on the conversation rebuilt from the snapshot (the older
-    # checkpoint would lack turn 2), and its new checkpoint holds each
-    # message once.
-    session = session_row()
-    stored = checkpoint_messages(session.checkpoint_thread, session.committed_checkpoint_id)
-    assert stored == transcript_pairs(messages)
-    assert [text for _, text in stored].count("Ada Lovelace") == 1
-    assert len(messages) == 6
+    assert (booking.name, booking.party_size) == ("Ada Lovelace", 3)
+    assert session_row().interrupt is None
+    assert checkpoint_rows(f"{session_row().id}:") == 0  # the answered pause is dropped
 
     check_and_record(
-        f"3 checkpoint {variant}", attempted=3, acknowledged=acknowledged, recovery=recovery
+        "3 pause across a kill", attempted=3, acknowledged=[paused, resumed],
+        recovery=recovered_at - crashed_at, bookings=Booking.objects.count(),
     )
 
 
@@ -442,6 +430,7 @@ def test_crash_mid_stream(launch, alice):
     with client_of(server, alice) as client:
         acknowledged = [committed(chat(client, "hello"))]
     before = business(session_row())
+    before_messages = transcript(session_row())
 
     server.restart(AGENT_FAULT_POINT="mid_stream", AGENT_FAULT_ACTION="kill")
     with client_of(server, alice) as client:
@@ -473,15 +462,13 @@ def test_crash_mid_stream(launch, alice):
     assert (info_after["version"], info_after["fields"], info_after["stage"]) == (
         before["version"], before["fields"], before["stage"]
     )
-    assert messages_after == before["snapshot"]["messages"]
+    assert messages_after == before_messages
     dead = AgentTurn.objects.get(pk=turn_id)
     expected_code = "lease_expired" if on_postgres() else "server_restarted"
     assert (dead.status, dead.error["code"]) == ("aborted", expected_code)
     assert next_turn["version"] == before["version"] + 1
     assert next_turn["fields"] == {"name": "Grace Hopper"}
-    session = session_row()
-    stored = checkpoint_messages(session.checkpoint_thread, session.committed_checkpoint_id)
-    assert "Ada Lovelace" not in json.dumps(stored)
+    assert "Ada Lovelace" not in json.dumps(transcript(session_row()))
     assert checkpoint_rows(dead.checkpoint_thread) == 0
 
     check_and_record(
@@ -599,7 +586,7 @@ def test_delete_racing_a_running_turn(launch, alice, fenced_at):
         tomb = session_row()
         assert tomb.deleted_at is not None
         assert (tomb.epoch, tomb.version) == (before.epoch + 1, before.version)
-        assert (tomb.fields, tomb.snapshot, tomb.active_turn_id) == ({}, {}, None)
+        assert (tomb.fields, tomb.head_turn_id, tomb.active_turn_id) == ({}, None, None)
         assert not AgentTurn.objects.filter(session=tomb).exists()
         # Nothing of the deleted epoch survives. The `error` event goes out
         # before the runner's abort, which drops what the cancelled run wrote,

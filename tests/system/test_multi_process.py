@@ -39,6 +39,7 @@ from agentsite.database import is_postgres, postgres_conninfo
 from sessions_app.models import AgentSession
 from tests.system import report
 from tests.system.server import ROOT, STOP_SECONDS, Server, served_database_url
+from turns_app import history
 from turns_app.models import AgentTurn
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
@@ -229,7 +230,7 @@ def audit(owner: str, session_keys: list[str], turns: list[Turn]) -> Audit:
             out.problems.append(f"{where}: held by a turn that is not pending")
         # The transcript holds exactly the committed turns, in version order,
         # two messages each.
-        messages = session.snapshot.get("messages", [])
+        messages = history.transcript(session.head_turn_id)
         expected = []
         for r in done:
             expected += [
@@ -281,7 +282,7 @@ def api_matches_database(urls: list[str], api_key: str, session_keys: list[str])
             for key in session_keys:
                 session = AgentSession.objects.get(key=key)
                 messages = client.get(f"/api/sessions/{key}/messages").json()
-                assert messages == session.snapshot.get("messages", []), (url, key)
+                assert messages == history.transcript(session.head_turn_id), (url, key)
                 log = client.get(f"/api/sessions/{key}/turns").json()
                 rows = AgentTurn.objects.filter(session=session, epoch=session.epoch)
                 assert {(t["id"], t["status"]) for t in log} == {

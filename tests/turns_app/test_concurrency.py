@@ -12,7 +12,7 @@ import pytest
 from agentsite.errors import SessionBusy, VersionConflict
 from sessions_app.models import AgentSession
 from sessions_app.services import session_set_fields
-from tests.conftest import orm, run_in_new_loop
+from tests.conftest import transcript_of, orm, run_in_new_loop
 from turns_app.models import AgentTurn
 from turns_app.types import Replay
 from turns_app.execution import await_turn, start_turn
@@ -75,7 +75,7 @@ async def test_eight_concurrent_chats_on_one_session(alice, settings, wait_secon
     assert [t.number for t in turns] == list(range(1, len(done) + 1))
     assert session.active_turn_id is None
     # Every committed turn's two messages, none lost, none duplicated.
-    messages = session.snapshot["messages"]
+    messages = await orm(transcript_of, session=session)
     assert len(messages) == 2 * len(done)
     user_texts = [m["content"] for m in messages if m["role"] == "user"]
     assert sorted(user_texts) == sorted(
@@ -131,7 +131,7 @@ async def test_set_fields_racing_chat(alice, settings):
     assert sets <= 1
     assert session.version == sets + chats
     assert [t.status for t in turns] == ["committed"] * chats
-    assert len(session.snapshot.get("messages", [])) == 2 * chats
+    assert len(await orm(transcript_of, session=session)) == 2 * chats
     if sets:
         assert session.fields["notes"].startswith("note ")
 

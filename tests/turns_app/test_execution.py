@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from agentsite.errors import SessionBusy
 from sessions_app.models import AgentSession
-from tests.conftest import claim_turn, orm
-from turns_app import checkpoints, execution, services
+from tests.conftest import claim_turn, orm, pause_booking
+from turns_app import execution, services
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -163,31 +163,33 @@ def test_protocol_steps_refuse_to_run_inside_another_transaction(transactional_d
             getattr(services, step)(**kwargs)
 
 
-async def test_a_failing_prune_never_aborts_a_good_turn(api, script, monkeypatch, caplog):
-    def broken(**kwargs):
-        raise RuntimeError("prune failed")
+async def test_a_failing_drop_of_an_answered_pause_never_aborts_a_good_turn(api, script, monkeypatch, caplog):
+    await pause_booking(api, "b1")
 
-    monkeypatch.setattr(services, "retention_apply", broken)
-    response = await api.chat("s1", "Ada Lovelace")
+    def broken(thread_ids, **kwargs):
+        raise RuntimeError("drop failed")
+
+    monkeypatch.setattr(services, "delete_threads", broken)
+    response = await api.call("POST", "/sessions/b1/turns", {"resume": {"action": "approve"}})
     assert response.status_code == 200, response.content
-    (turn,) = await orm(turns)
-    assert turn.status == AgentTurn.Status.COMMITTED
-    assert "prune failed" in caplog.text
+    assert json.loads(response.content)["status"] == "committed"
+    assert "drop failed" in caplog.text
 
 
-async def test_retention_runs_after_the_commit_released_the_session(api, script, monkeypatch):
+async def test_an_answered_pause_is_dropped_after_the_commit_released_the_session(api, script, monkeypatch):
+    await pause_booking(api, "b1")
     seen = []
-    real = checkpoints.retention_apply
+    real = services.delete_threads
 
-    def observing(**kwargs):
-        row = session_row()
-        seen.append((row.active_turn_id, row.version))
-        return real(**kwargs)
+    def observing(thread_ids, **kwargs):
+        row = session_row("b1")
+        seen.append((row.active_turn_id, row.version, row.interrupt))
+        return real(thread_ids, **kwargs)
 
-    monkeypatch.setattr(services, "retention_apply", observing)
-    assert (await api.chat("s1", "Ada Lovelace")).status_code == 200
-    # Committed and released before housekeeping started.
-    assert seen == [(None, 1)]
+    monkeypatch.setattr(services, "delete_threads", observing)
+    assert (await api.call("POST", "/sessions/b1/turns", {"resume": {"action": "approve"}})).status_code == 200
+    # Committed, released and no longer paused before housekeeping started.
+    assert seen == [(None, 2, None)]
 
 
 async def test_leases_follow_the_database_clock_not_the_host_clock(alice, script, monkeypatch):

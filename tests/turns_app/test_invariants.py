@@ -10,7 +10,7 @@ from django.db import connection
 
 from turns_app.checkpoints import checkpoint_tables
 from sessions_app.models import AgentSession
-from tests.conftest import claim_turn, orm
+from tests.conftest import claim_turn, make_outcome, orm, pause_booking, transcript_of
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -75,11 +75,12 @@ async def test_failed_turn_leaves_nothing_behind(api, script):
     assert response.status_code == 502
     assert body(response)["error"]["code"] == "model_error"
     after = await orm(session_row)
-    assert (after.version, after.fields, after.snapshot) == (
+    assert (after.version, after.fields, after.head_turn_id) == (
         before.version,
         before.fields,
-        before.snapshot,
+        before.head_turn_id,
     )
+    assert await orm(transcript_of, session=after) == await orm(transcript_of, session=before)
     assert after.active_turn_id is None
     assert [t.status for t in await orm(turns)] == ["committed", "aborted"]
 
@@ -99,7 +100,8 @@ async def test_commit_after_delete_is_stale(api, script):
     assert response.status_code == 409
     assert body(response)["error"]["code"] == "stale_turn"
     row = await orm(session_row)
-    assert row.deleted_at is not None and row.fields == {} and row.snapshot == {}
+    assert row.deleted_at is not None and row.fields == {} and row.head_turn_id is None
+    assert await orm(turns) == []
     assert await orm(checkpoint_rows, session_id=row.id) == 0
 
 
@@ -131,8 +133,9 @@ async def test_commit_after_lost_lease_is_stale(api, script, settings):
         gate.set()  # ...and only then does the hung one finish
     assert fast.status_code == 200, fast.content
     late = await slow
+    # Its client hears what ended it: the next claim aborted it, lease run out.
     assert late.status_code == 409
-    assert body(late)["error"]["code"] == "stale_turn"
+    assert body(late)["error"]["code"] == "lease_expired"
     statuses = [(t.number, t.status, (t.error or {}).get("code")) for t in await orm(turns)]
     assert statuses == [
         (1, "committed", None),
@@ -147,17 +150,14 @@ async def test_commit_after_lost_lease_is_stale(api, script, settings):
 async def test_commit_after_version_moved_is_stale(api, script):
     """Fence on version: even holding the lease, a turn whose base version is
     gone must not commit."""
-    from turns_app.services import turn_commit
-    from turns_app.types import Outcome
     from agentsite.errors import StaleTurn
+    from turns_app.services import turn_commit
 
     await api.chat("s1", "Ada Lovelace")
     before = await orm(session_row)
     claim = await claim_turn("s1", "x")
     await orm(lambda: AgentSession.objects.filter(key="s1").update(version=5))
-    outcome = Outcome(
-        reply="r", field_changes={}, fields={"name": "X"}, stage="collecting", snapshot={}, checkpoint_id=None
-    )
+    outcome = make_outcome(claim, fields={"name": "X"})
     with pytest.raises(StaleTurn):
         await orm(turn_commit, turn_id=claim.turn_id, outcome=outcome)
     row = await orm(session_row)
@@ -241,14 +241,20 @@ async def test_delete_purges_checkpoints_and_keeps_tombstone(api, script):
     await api.chat("s1", "Ada Lovelace", idem="k-1")
     await api.chat("s1", "ada@example.com")
     row = await orm(session_row)
-    assert await orm(checkpoint_rows, session_id=row.id) > 0
+    # A paused run of another session has checkpoint rows; it keeps them.
+    await pause_booking(api, "paused")
+    paused = await orm(session_row, key="paused")
+    assert await orm(checkpoint_rows, session_id=paused.id) > 0
     assert (await api.call("DELETE", "/sessions/s1")).status_code == 204
     tomb = await orm(session_row)
     assert tomb.deleted_at is not None
     assert (tomb.epoch, tomb.version) == (row.epoch + 1, row.version)
-    assert tomb.fields == {} and tomb.snapshot == {} and tomb.committed_checkpoint_id is None
+    assert tomb.fields == {} and tomb.head_turn_id is None and tomb.interrupt is None
     assert await orm(turns) == []
     assert await orm(checkpoint_rows, session_id=row.id) == 0
+    # Deleting the paused one purges its checkpoints with it.
+    assert (await api.call("DELETE", "/sessions/paused")).status_code == 204
+    assert await orm(checkpoint_rows, session_id=paused.id) == 0
     # Deleting again succeeds and changes nothing.
     assert (await api.call("DELETE", "/sessions/s1")).status_code == 204
     assert (await orm(session_row)).epoch == tomb.epoch

@@ -3,6 +3,7 @@ its sidebar."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin
 
 from agentsite.admin_display import InputFilter
@@ -46,3 +47,27 @@ class LiveFilter(admin.SimpleListFilter):
                 "query_string": changelist.get_query_string({self.parameter_name: lookup}),
                 "display": title,
             }
+
+
+class StageFilter(InputFilter):
+    """Stages are whatever a graph names them: a text box, not a list."""
+
+    title = "stage"
+    parameter_name = "stage"
+
+    def queryset(self, request, queryset):
+        value = (self.value() or "").strip()
+        return queryset.filter(stage=value) if value else queryset
+
+
+class GraphFilter(admin.SimpleListFilter):
+    """The registered graphs (AGENT_GRAPHS): a closed list from settings."""
+
+    title = "graph"
+    parameter_name = "graph"
+
+    def lookups(self, request, model_admin):
+        return [(name, name) for name in settings.AGENT_GRAPHS]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(graph=self.value()) if self.value() else queryset

@@ -28,11 +28,17 @@ from agentsite.admin_display import display_value, html_table, pretty_json, when
 from agentsite.errors import ApiError, InvalidFields, VersionConflict
 from sessions_app.models import AgentSession
 from sessions_app.services import session_delete, session_set_fields
-from turns_app.admin.filters import LiveFilter, OwnerFilter
+from turns_app.admin.filters import GraphFilter, LiveFilter, OwnerFilter, StageFilter
 from turns_app.admin.forms import SetFieldsForm
 from turns_app.admin.turns import AgentTurnInline
 from turns_app.checkpoints import thread_storage
+from turns_app.history import transcript
 from turns_app.selectors import turn_counts
+
+
+def _shown_message(message: dict) -> str:
+    calls = ", ".join(f"{c['name']}({c['args']})" for c in message.get("tool_calls") or [])
+    return f"{message['content']}\n[tool calls: {calls}]" if calls else message["content"]
 
 
 def session_storage(session: AgentSession) -> dict[str, int]:
@@ -45,6 +51,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
     list_display = (
         "key",
         "owner",
+        "graph",
         "stage",
         "version",
         "epoch",
@@ -53,9 +60,9 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "state_label",
     )
     list_display_links = ("key",)
-    # Closed lists (stage's choices, three states) or a text box (owner): no
-    # filter reads the table to build its sidebar.
-    list_filter = (LiveFilter, "stage", OwnerFilter)
+    # Closed lists (three states, the registered graphs) or text boxes (stage,
+    # owner): no filter reads the table to build its sidebar.
+    list_filter = (LiveFilter, GraphFilter, StageFilter, OwnerFilter)
     search_fields = ("key", "owner")
     search_help_text = "Search by session key or owner."
     ordering = ("-updated_at",)
@@ -77,25 +84,24 @@ class AgentSessionAdmin(admin.ModelAdmin):
                     "key",
                     "owner",
                     "id",
+                    "graph",
                     "state",
                     "stage",
                     "version",
                     "epoch",
                     "turn_count",
+                    "head_turn",
                     "active_turn",
                     "created_at",
                     "updated_at",
                 )
             },
         ),
+        ("Pending interrupt", {"fields": ("pending_interrupt",)}),
         ("Fields", {"fields": ("fields_table",)}),
         ("Transcript", {"fields": ("transcript",)}),
         ("Form spec", {"fields": ("form_spec_table",)}),
-        (
-            "Checkpoints",
-            {"fields": ("committed_checkpoint_id", "checkpoint_thread", "checkpoint_storage")},
-        ),
-        ("Snapshot", {"classes": ("collapse",), "fields": ("snapshot_json",)}),
+        ("Checkpoints", {"fields": ("checkpoint_storage",)}),
         ("Metadata", {"classes": ("collapse",), "fields": ("metadata_json",)}),
     )
     # Everything shown is read-only: the fieldsets are the whole list.
@@ -193,7 +199,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="messages")
     def transcript(self, session: AgentSession) -> str:
-        messages_ = (session.snapshot or {}).get("messages") or []
+        messages_ = transcript(session.head_turn_id)
         if not messages_:
             return format_html('<p class="agentsite-empty">{}</p>', "No committed messages.")
         items = format_html_join(
@@ -202,15 +208,30 @@ class AgentSessionAdmin(admin.ModelAdmin):
             '<div class="agentsite-content">{}</div></li>',
             (
                 (
-                    m.get("role", "unknown"),
-                    m.get("role", "unknown"),
-                    linebreaksbr(str(m.get("content", "")), autoescape=True),
+                    m["role"],
+                    m["role"],
+                    linebreaksbr(_shown_message(m), autoescape=True),
                 )
                 for m in messages_
-                if isinstance(m, dict)
             ),
         )
         return format_html('<ol class="agentsite-transcript">{}</ol>', items)
+
+    @admin.display(description="head turn")
+    def head_turn(self, session: AgentSession) -> str:
+        if not session.head_turn_id:
+            return "— (the start)"
+        url = reverse("admin:turns_app_agentturn_change", args=[session.head_turn_id])
+        return format_html('<a href="{}">{}</a>', url, session.head_turn_id)
+
+    @admin.display(description="waiting for")
+    def pending_interrupt(self, session: AgentSession) -> str:
+        if not session.interrupt:
+            return "— (nothing: the graph is not paused)"
+        return format_html(
+            "{}<p>Resume with a turn whose body is <code>{{\"resume\": …}}</code>.</p>",
+            pretty_json(session.interrupt.get("interrupts")),
+        )
 
     @admin.display(description="storage")
     def checkpoint_storage(self, session: AgentSession) -> str:
@@ -222,10 +243,6 @@ class AgentSessionAdmin(admin.ModelAdmin):
             filesizeformat(storage["bytes"]),
             session.id,
         )
-
-    @admin.display(description="snapshot")
-    def snapshot_json(self, session: AgentSession) -> str:
-        return pretty_json(session.snapshot)
 
     @admin.display(description="metadata")
     def metadata_json(self, session: AgentSession) -> str:
@@ -331,14 +348,14 @@ class AgentSessionAdmin(admin.ModelAdmin):
             totals["turns"] += turns
             totals["checkpoint rows"] += storage["rows"]
             fields = sorted((session.fields or {}).keys())
-            message_count = len((session.snapshot or {}).get("messages") or [])
+            message_count = len(transcript(session.head_turn_id))
             next_epoch = session.epoch if session.is_deleted else session.epoch + 1
             state = "already a tombstone" if session.is_deleted else "live"
             described.append(f"Agent session {session} — {state}")
             described.append(
                 [
                     f"fields: {len(fields)} value(s)" + (f" ({', '.join(fields)})" if fields else ""),
-                    f"snapshot: {message_count} transcript message(s)",
+                    f"transcript: {message_count} message(s)",
                     f"turns: {turns}",
                     f"checkpoint rows: {storage['rows']} ({filesizeformat(storage['bytes'])})",
                     f"kept: a tombstone row with deleted_at set, epoch {next_epoch}, "
