@@ -48,6 +48,9 @@ def task_of(messages: list[BaseMessage]) -> str:
     return "unknown"
 
 
+GATED_TASKS = frozenset({"reply", "booking"})
+
+
 class ScriptedModel(OfflineChatModel):
     script: Any = None
 
@@ -69,7 +72,9 @@ class ScriptedModel(OfflineChatModel):
         first = True
         async for chunk in super()._astream(messages, stop=stop, **kwargs):
             yield chunk
-            if first and task == "reply":
+            # A reply to the user (intake's, or the booking agent's text) holds
+            # after its first token; tool calls and extraction never do.
+            if first and task in GATED_TASKS and chunk.message.content:
                 first = False
                 self.script.reply_started.set()
                 if gate is not None:

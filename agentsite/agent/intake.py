@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
@@ -17,6 +17,7 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
+from typing_extensions import TypedDict
 
 from agentsite.agent.form_spec import (
     FieldValueError,

@@ -13,7 +13,7 @@ table is booked.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
@@ -23,9 +23,15 @@ from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import interrupt
+from typing_extensions import TypedDict
 
 from agentsite.agent.prompts import render_task
-from agentsite.booking.tools import BookingArgsError, book_table, check_availability, clean_args
+from agentsite.booking.tools import (
+    BookingArgsError,
+    book_table,
+    check_availability,
+    clean_args,
+)
 
 TASK_BOOKING = "booking"
 TOOLS = {t.name: t for t in (check_availability, book_table)}

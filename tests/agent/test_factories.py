@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -57,22 +57,34 @@ def test_build_graph_builds_registered_graphs_and_rejects_unknown_names():
 
 class FakeOpenAIHandler(BaseHTTPRequestHandler):
     """Chat completions answered by the offline model's logic: a stand-in for
-    a real LLM that follows the prompts."""
+    a real LLM that follows the prompts, tool calls included."""
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        classes = {"system": SystemMessage, "user": HumanMessage}
-        messages = [classes.get(m["role"], HumanMessage)(m["content"]) for m in body["messages"]]
-        text = respond(messages)
+        answer = respond([_message(m) for m in body["messages"]])
         # Graph runs stream every model call (even nostream-tagged ones), so SSE only.
         assert body.get("stream"), "expected a streaming request"
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        for delta, finish_reason in self._deltas(text):
+        if isinstance(answer, AIMessage) and answer.tool_calls:
+            assert body.get("tools"), "a tool call without tools offered"
+            deltas = self._tool_deltas(answer)
+        else:
+            deltas = self._deltas(answer if isinstance(answer, str) else answer.text)
+        for delta, finish_reason in deltas:
             event = self._envelope("chat.completion.chunk", delta=delta, finish_reason=finish_reason)
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
+
+    @staticmethod
+    def _tool_deltas(answer: AIMessage) -> Iterator[tuple[dict, str | None]]:
+        calls = [
+            {"index": i, "id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["args"])}}
+            for i, c in enumerate(answer.tool_calls)
+        ]
+        yield {"role": "assistant", "content": None, "tool_calls": calls}, None
+        yield {}, "tool_calls"
 
     @staticmethod
     def _deltas(text: str) -> Iterator[tuple[dict, str | None]]:
@@ -93,6 +105,25 @@ class FakeOpenAIHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args) -> None:
         pass
+
+
+def _message(m: dict):
+    """An OpenAI chat message as the LangChain message the offline model reads."""
+    if m["role"] == "system":
+        return SystemMessage(m["content"])
+    if m["role"] == "tool":
+        return ToolMessage(m["content"], tool_call_id=m["tool_call_id"], name=_TOOL_NAMES.get(m["tool_call_id"]))
+    if m["role"] == "assistant":
+        calls = [
+            {"id": c["id"], "name": c["function"]["name"], "args": json.loads(c["function"]["arguments"])}
+            for c in m.get("tool_calls") or []
+        ]
+        _TOOL_NAMES.update({c["id"]: c["name"] for c in calls})
+        return AIMessage(m.get("content") or "", tool_calls=calls)
+    return HumanMessage(m["content"])
+
+
+_TOOL_NAMES: dict[str, str] = {}  # OpenAI's tool messages carry no tool name
 
 
 @pytest.fixture
@@ -132,3 +163,23 @@ async def test_openai_provider_runs_the_graph_against_openai_base_url(fake_opena
     assert values["messages"][-1].content == "Thanks! What is your email address?"
     assert {meta["langgraph_node"] for _, meta in chunks} == {"reply"}
     assert "".join(chunk.content for chunk, _ in chunks) == values["messages"][-1].content
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_openai_provider_runs_the_booking_graph_with_tool_calls(fake_openai, settings, api):
+    """The booking graph on a real provider client (ChatOpenAI) against an
+    OpenAI-compatible server: tool calls, the approval pause and the commit."""
+    from agentsite.booking.models import Booking
+    from tests.conftest import orm
+
+    settings.AGENT_MODEL = "openai:gpt-4o-mini"
+    assert (await api.call("POST", "/sessions", {"key": "b1", "graph": "booking"})).status_code == 201
+    paused = json.loads(
+        (await api.chat("b1", "Book a table for 2 people on 2031-05-01 at 19:30, my name is Ada Lovelace")).content
+    )
+    assert paused["status"] == "interrupted", paused
+    assert paused["interrupts"][0]["value"]["args"]["name"] == "Ada Lovelace"
+    done = await api.call("POST", "/sessions/b1/turns", {"resume": {"action": "approve"}})
+    assert done.status_code == 200, done.content
+    (booking,) = await orm(lambda: list(Booking.objects.all()))
+    assert booking.reference in json.loads(done.content)["reply"]
