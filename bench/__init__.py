@@ -1,0 +1,1 @@
+"""`make bench`: agentsite against bare LangGraph, side by side, in one run."""

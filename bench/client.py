@@ -1,0 +1,94 @@
+"""A lean HTTP/1.1 client for the load: keep-alive connections over asyncio
+streams, no parsing beyond what the answers need, so the load generator
+costs little of the machine the server shares."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+
+class Connection:
+    def __init__(self, host: str, port: int, api_key: str) -> None:
+        self.host, self.port, self.api_key = host, port, api_key
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> "Connection":
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        return self
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            try:
+                await self.writer.wait_closed()
+            except OSError:
+                pass
+
+    def _request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> bytes:
+        payload = json.dumps(body).encode() if body is not None else b""
+        lines = [
+            f"{method} {path} HTTP/1.1",
+            f"Host: {self.host}:{self.port}",
+            f"Authorization: Bearer {self.api_key}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(payload)}",
+            *(f"{k}: {v}" for k, v in headers.items()),
+        ]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
+
+    async def _head(self) -> tuple[int, dict[str, str]]:
+        status_line = await self.reader.readline()
+        if not status_line:
+            raise ConnectionError("the server closed the connection")
+        status = int(status_line.split()[1])
+        headers = {}
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        return status, headers
+
+    async def _body(self, headers: dict[str, str]) -> bytes:
+        if "content-length" in headers:
+            return await self.reader.readexactly(int(headers["content-length"]))
+        chunks = []
+        while True:
+            size = int((await self.reader.readline()).strip() or b"0", 16)
+            if size == 0:
+                await self.reader.readline()
+                return b"".join(chunks)
+            chunks.append(await self.reader.readexactly(size))
+            await self.reader.readexactly(2)
+
+    async def request(self, method: str, path: str, body: Any = None, **headers: str) -> tuple[int, bytes]:
+        self.writer.write(self._request(method, path, body, headers))
+        status, head = await self._head()
+        return status, await self._body(head)
+
+    async def stream(self, path: str, body: Any) -> tuple[int, float | None, float, list[str]]:
+        """POST an SSE request; (status, seconds to the first delta, seconds to
+        the end, event names). Reads chunked frames as they come."""
+        started = time.perf_counter()
+        self.writer.write(self._request("POST", path, body, {}))
+        status, head = await self._head()
+        if status != 200:
+            await self._body(head)
+            return status, None, time.perf_counter() - started, []
+        first_delta, names, buffer = None, [], b""
+        while True:
+            size = int((await self.reader.readline()).strip() or b"0", 16)
+            if size == 0:
+                await self.reader.readline()
+                return status, first_delta, time.perf_counter() - started, names
+            buffer += await self.reader.readexactly(size)
+            await self.reader.readexactly(2)
+            while b"\n\n" in buffer:
+                frame, buffer = buffer.split(b"\n\n", 1)
+                for line in frame.split(b"\n"):
+                    if line.startswith(b"event: "):
+                        names.append(line[7:].decode())
+                        if names[-1] == "delta" and first_delta is None:
+                            first_delta = time.perf_counter() - started
