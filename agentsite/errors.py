@@ -32,6 +32,12 @@ class ErrorCode(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     INTERNAL_ERROR = "internal_error"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    # Answered by the HTTP edge (agentsite.http), before any endpoint runs.
+    FORBIDDEN = "forbidden"
+    DISALLOWED_HOST = "disallowed_host"
+    REQUEST_TIMEOUT = "request_timeout"
+    HEADERS_TOO_LARGE = "headers_too_large"
+    TOO_MANY_SESSIONS = "too_many_sessions"
 
 
 class ApiError(Exception):
@@ -152,3 +158,8 @@ class InternalError(ApiError):
 
 class PayloadTooLarge(ApiError):
     code, status, default_message = ErrorCode.PAYLOAD_TOO_LARGE, 413, "the request body is too large"
+
+
+class TooManySessions(ApiError):
+    code, status = ErrorCode.TOO_MANY_SESSIONS, 429
+    default_message = "this API key's owner has too many sessions; delete some first"

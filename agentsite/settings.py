@@ -176,6 +176,19 @@ AGENT_SESSION_WAIT_SECONDS = env_number("AGENT_SESSION_WAIT_SECONDS", 5)
 AGENT_ON_DISCONNECT = env_choice("AGENT_ON_DISCONNECT", "continue", {"continue", "cancel"})
 AGENT_DB_POOL_SIZE = env_number("AGENT_DB_POOL_SIZE", 5, cast=int, minimum=1)
 AGENT_CHECKPOINT_KEEP = env_number("AGENT_CHECKPOINT_KEEP", 1, cast=int, minimum=1)
+AGENT_MAX_SESSIONS_PER_OWNER = env_number("AGENT_MAX_SESSIONS_PER_OWNER", 1000, cast=int, minimum=1)
+
+# --- hostile clients (agentsite.http.edge and agentsite.http.server_guard) ------
+
+# One bound for every request body (JSON API, SSE, admin, chat page): far
+# above any real request (a chat turn is <= 16k characters, a form <= 256 KB).
+AGENT_MAX_BODY_BYTES = env_number("AGENT_MAX_BODY_BYTES", 1_048_576, cast=int, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = AGENT_MAX_BODY_BYTES
+# A request's headers and body must arrive within this time (daphne has no
+# read timeout of its own); 0 turns the deadline off.
+AGENT_REQUEST_READ_TIMEOUT_SECONDS = env_number("AGENT_REQUEST_READ_TIMEOUT_SECONDS", 30)
+AGENT_MAX_CONNECTIONS = env_number("AGENT_MAX_CONNECTIONS", 500, cast=int, minimum=1)
+
 # Off in every settings module but the test harness's; see turns_app.faults.
 AGENT_FAULT_INJECTION = False
 
