@@ -84,6 +84,7 @@ def default_form() -> list[dict[str, Any]]:
 
 def check_form(raw: Any) -> list[dict[str, Any]]:
     try:
+        form_spec.check_form_size(raw)
         return form_spec.form_to_json(form_spec.parse_form(raw))
     except form_spec.FormSpecError as exc:
         raise InvalidForm(str(exc)) from None

@@ -5,6 +5,8 @@ status lines the server writes."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
 import threading
 import time
@@ -205,3 +207,61 @@ def test_huge_headers_are_431_and_status_lines_have_reasons(servers, alice):
     answer = read_all(sock)
     sock.close()
     assert status_line(answer) == "HTTP/1.1 422 Unprocessable Entity", answer[:200]
+
+
+def largest_form() -> list[dict]:
+    """The costliest form the API accepts: 50 enum fields whose options fill
+    the form's byte limit."""
+    from agentsite.agent.form_spec import MAX_FORM_BYTES
+
+    form = [{"name": f"f{i}", "type": "enum", "required": True, "enum": []} for i in range(50)]
+    j = 0
+    while True:
+        option = f"{'o' * 190}{j:05d}"
+        form[j % 50]["enum"].append(option)
+        if len(json.dumps(form).encode()) > MAX_FORM_BYTES:
+            form[j % 50]["enum"].pop()
+            return form
+        j += 1
+
+
+async def test_heavy_turns_do_not_stall_the_server(servers, alice):
+    """Issue 9 item 2: turns on the largest form with a 16,000-character
+    message, one after another, run while /api/health keeps answering in under
+    100 ms (before: one such turn held the event loop for seconds)."""
+    server = servers()
+    headers = {"Authorization": f"Bearer {alice}"}
+    text = ("o" * 199 + " ") * 80
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        for i in range(2):
+            response = await client.post("/api/sessions", headers=headers,
+                                         json={"key": f"big{i}", "form": largest_form()})
+            assert response.status_code == 201, response.text
+        latencies: list[float] = []
+        turns_done = asyncio.Event()
+
+        async def probe():
+            while not turns_done.is_set():
+                started = time.perf_counter()
+                assert (await client.get("/api/health")).status_code == 200
+                latencies.append(time.perf_counter() - started)
+                await asyncio.sleep(0.02)
+
+        async def turns():
+            try:
+                for i in range(8):
+                    answer = await client.post(f"/api/sessions/big{i % 2}/turns", headers=headers,
+                                               json={"text": text[:16_000]})
+                    assert answer.status_code == 200, answer.text[:300]
+            finally:
+                turns_done.set()
+
+        started = time.perf_counter()
+        await asyncio.gather(probe(), turns())
+        elapsed = time.perf_counter() - started
+    worst = max(latencies)
+    print(sorted(round(x * 1000) for x in latencies))
+    print(f"\n8 heavy turns in {elapsed:.1f} s; /api/health answered {len(latencies)} times, "
+          f"worst {worst * 1000:.0f} ms")
+    assert len(latencies) >= 5
+    assert worst < 0.1, f"/api/health took {worst * 1000:.0f} ms"
