@@ -79,7 +79,7 @@ class InvalidForm(ApiError):
 
 class InvalidSessionKey(ApiError):
     code, status = ErrorCode.INVALID_SESSION_KEY, 422
-    default_message = "session keys are 1-255 characters of A-Z a-z 0-9 . _ : -"
+    default_message = "session keys are 1-255 characters of A-Z a-z 0-9 . _ : -, not . or .."
 
 
 class InvalidIdempotencyKey(ApiError):

@@ -11,7 +11,9 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-SESSION_KEY_PATTERN = r"^[A-Za-z0-9._:-]{1,255}$"
+# Not "." or "..": path segments that browsers and most HTTP clients resolve
+# away, so such a session could never be addressed by its URL.
+SESSION_KEY_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9._:-]{1,255}$"
 
 
 class ApiKey(models.Model):

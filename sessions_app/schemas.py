@@ -43,9 +43,13 @@ class FieldsPatchOut(SessionOut):
     field_changes: dict[str, Any]
 
 
+# Far past any real list; keeps OFFSET inside every database's integer range.
+MAX_OFFSET = 2**31 - 1
+
+
 class PageIn(Schema):
     limit: int = Field(50, ge=1, le=500)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, lt=MAX_OFFSET + 1)
 
 
 class SessionPage(Schema):

@@ -175,6 +175,11 @@ def _coerce_string(spec: FieldSpec, value: Any) -> str:
         raise _Invalid(f"must be at most {MAX_STRING_LENGTH} characters")
     if "\x00" in text:  # a model's output may carry it; PostgreSQL cannot store it
         raise _Invalid("must not contain the NUL character")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # the same: lone surrogates
+            raise _Invalid("must not contain lone surrogates (U+D800-U+DFFF)") from None
     return text
 
 

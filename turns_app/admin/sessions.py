@@ -24,7 +24,14 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from agentsite.admin_display import display_value, html_table, pretty_json, when
+from agentsite.admin_display import (
+    display_value,
+    html_table,
+    light_changelist,
+    pretty_json,
+    scrub,
+    when,
+)
 from agentsite.errors import ApiError, InvalidFields, VersionConflict
 from sessions_app.models import AgentSession
 from sessions_app.services import session_delete, session_set_fields
@@ -230,6 +237,17 @@ class AgentSessionAdmin(admin.ModelAdmin):
     @admin.display(description="metadata")
     def metadata_json(self, session: AgentSession) -> str:
         return pretty_json(session.metadata)
+
+    def get_changelist(self, request, **kwargs):
+        return light_changelist("form", "fields", "metadata", "snapshot")
+
+    def get_object(self, request, object_id, from_field=None):
+        # For display only: writes go through the services, which read the row again.
+        session = super().get_object(request, object_id, from_field)
+        if session is not None:
+            for name in ("form", "fields", "metadata", "snapshot"):
+                setattr(session, name, scrub(getattr(session, name)))
+        return session
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = {
