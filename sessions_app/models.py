@@ -97,11 +97,15 @@ class AgentSession(models.Model):
     def tombstone(self, now: datetime) -> None:
         """What a delete leaves: epoch + 1 (fences any running turn), the
         version kept (a client's If-Match from before cannot match after),
-        the conversation's columns cleared. Call with the row locked; a
-        tombstone stays a tombstone of the same epoch."""
+        and nothing a client supplied: form, fields, metadata and the
+        conversation are cleared (a revived key starts from the default
+        form). Call with the row locked; a tombstone stays a tombstone of
+        the same epoch."""
         if not self.is_deleted:
             self.epoch += 1
             self.deleted_at = now
+        self.form = []
+        self.metadata = {}
         self.fields = {}
         self.snapshot = {}
         self.stage = self.Stage.COLLECTING

@@ -52,8 +52,21 @@ class PageIn(Schema):
     offset: int = Field(0, ge=0, lt=MAX_OFFSET + 1)
 
 
+class SessionSummary(Schema):
+    """A session in a list: `GET /sessions/{key}` has its form, fields and metadata."""
+
+    id: UUID
+    key: str
+    stage: str
+    version: int
+    epoch: int
+    turn_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
 class SessionPage(Schema):
-    items: list[SessionOut]
+    items: list[SessionSummary]
     count: int
     limit: int
     offset: int

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -24,6 +25,7 @@ from agentsite.errors import (
     SessionBusy,
     SessionExists,
     SessionNotFound,
+    TooManySessions,
     Unauthorized,
     ValidationFailed,
     VersionConflict,
@@ -129,6 +131,19 @@ def session_lock(
     return session
 
 
+def check_session_quota(*, owner: str) -> None:
+    """Before a session is created or revived: at most
+    AGENT_MAX_SESSIONS_PER_OWNER live sessions per owner. Counted inside the
+    creating transaction; concurrent creates may overshoot by the number
+    running at once, which bounds growth all the same."""
+    limit = settings.AGENT_MAX_SESSIONS_PER_OWNER
+    if AgentSession.objects.filter(owner=owner, deleted_at__isnull=True).count() >= limit:
+        raise TooManySessions(
+            f"at most {limit} live sessions per owner; delete some first",
+            details={"limit": limit},
+        )
+
+
 def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
     """Call inside `transaction.atomic`. Locks the owner's session with this key,
     creating it with the default form when there is none and reviving it when
@@ -136,6 +151,7 @@ def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
     try:
         session = session_lock(owner=owner, key=key, include_deleted=True)
     except SessionNotFound:
+        check_session_quota(owner=owner)
         try:
             with transaction.atomic():
                 AgentSession.objects.create(owner=owner, key=key, form=default_form())
@@ -143,8 +159,12 @@ def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
             pass  # a concurrent first request created it; its row is ours to lock now
         session = session_lock(owner=owner, key=key, include_deleted=True)
     if session.is_deleted:
+        check_session_quota(owner=owner)
         session.deleted_at = None
-        session.save(update_fields=["deleted_at", "updated_at"])
+        # The tombstone kept nothing of the old session, its form included.
+        session.form = default_form()
+        session.stage = stage_for(session.form, {})
+        session.save(update_fields=["deleted_at", "form", "stage", "updated_at"])
     return session
 
 
@@ -160,6 +180,7 @@ def session_create(
         )
         if existing is not None and not existing.is_deleted:
             raise SessionExists()
+        check_session_quota(owner=owner)
         if existing is not None:
             existing.form = clean_form
             existing.metadata = clean_metadata

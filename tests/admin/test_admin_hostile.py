@@ -84,3 +84,10 @@ def test_pages_render_stored_lone_surrogates(staff_client):
         assert response.status_code == 200, url
         # The stored text is shown, its surrogates as U+FFFD.
         assert ("\ufffd" in response.content.decode()) == shows_text, url
+
+
+def test_delete_page_says_what_is_kept(staff_client):
+    session = AgentSession.objects.create(owner="alice", key="to-delete", form=[], metadata={"a": 1})
+    page = staff_client.get(admin_url("sessions_app_agentsession_delete", session.pk)).content.decode()
+    assert "form, typed\n      fields, metadata and snapshot" in page
+    assert "only its owner, key, epoch,\n      version and timestamps" in page
