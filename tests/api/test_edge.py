@@ -201,3 +201,23 @@ async def test_pages_outside_the_api_keep_django_answers(app):
     answer = await call(app, "GET", "/admin/", host="evil.example")
     assert answer.status == 400
     assert not answer.headers["content-type"].startswith("application/json")
+
+
+# --- item 11: deep JSON and huge Last-Event-ID on the stream routes ---------------------
+
+
+@pytest.mark.parametrize("depth", [65, 1_000, 100_000])
+async def test_deep_json_on_the_stream_is_400(app, alice, depth):
+    body = b'{"text": ' + b"[" * depth + b"]" * depth + b"}"
+    answer = await call(app, "POST", "/api/sessions/s1/turns/stream", chunks=[body],
+                        headers={"Authorization": f"Bearer {alice}"})
+    assert_contract(answer, 400, "malformed_request")
+    assert await orm(everything) == {"sessions": [], "turns": []}
+
+
+@pytest.mark.parametrize("digits", [19, 4_300, 5_000])
+async def test_huge_last_event_id_is_422(app, api, alice, digits):
+    turn = json.loads((await api.chat("s1", "Ada Lovelace")).content)["turn_id"]
+    answer = await call(app, "GET", f"/api/sessions/s1/turns/{turn}/stream",
+                        headers={"Authorization": f"Bearer {alice}", "Last-Event-ID": "9" * digits})
+    assert_contract(answer, 422, "validation_error")
