@@ -4,6 +4,7 @@ default; README's "Configuration" table lists them all."""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -74,6 +75,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "axes",
     "sessions_app",
     "turns_app",
 ]
@@ -86,7 +88,22 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it answers a locked-out login attempt.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Admin login throttling (django-axes): after AGENT_ADMIN_LOGIN_FAILURES
+# wrong passwords for one username from one address, that pair is locked out
+# for AGENT_ADMIN_LOCKOUT_MINUTES (429); a success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_number("AGENT_ADMIN_LOGIN_FAILURES", 5, cast=int, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_number("AGENT_ADMIN_LOCKOUT_MINUTES", 15, minimum=0.01))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "agentsite.urls"
 
