@@ -10,6 +10,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.openapi.docs import Swagger
 from ninja.parser import Parser
 
 from agentsite.asyncdb import is_storage_error
@@ -32,7 +33,34 @@ class JsonParser(Parser):
         return parse_json(request.body)
 
 
+# /api/docs shares its origin with the chat page, whose API key sits in
+# sessionStorage: only this origin's own scripts may run there (Swagger UI's
+# assets come from ninja's static files, "ninja" being an installed app).
+DOCS_CSP = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        # Swagger UI sets style attributes and draws data: SVG icons.
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
+
+
+class SelfHostedSwagger(Swagger):
+    def render_page(self, request: HttpRequest, api: NinjaAPI, **kwargs: Any) -> HttpResponse:
+        response = super().render_page(request, api, **kwargs)
+        response["Content-Security-Policy"] = DOCS_CSP
+        return response
+
+
 api = NinjaAPI(
+    docs=SelfHostedSwagger(),
     parser=JsonParser(),
     title="agentsite",
     version="1.0",

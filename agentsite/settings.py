@@ -75,6 +75,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Serves Swagger UI's assets from this project's static files, not a CDN.
+    "ninja",
     "axes",
     "sessions_app",
     "turns_app",

@@ -221,3 +221,20 @@ async def test_huge_last_event_id_is_422(app, api, alice, digits):
     answer = await call(app, "GET", f"/api/sessions/s1/turns/{turn}/stream",
                         headers={"Authorization": f"Bearer {alice}", "Last-Event-ID": "9" * digits})
     assert_contract(answer, 422, "validation_error")
+
+
+# --- item 18: the docs page loads nothing from elsewhere ---------------------------------
+
+
+def test_docs_use_own_static_files_under_a_csp(client):
+    from django.contrib.staticfiles import finders
+
+    response = client.get("/api/docs")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "cdn" not in page.lower() and "https://" not in page and "http://" not in page
+    for asset in ("ninja/swagger-ui-bundle.js", "ninja/swagger-ui-init.js", "ninja/swagger-ui.css"):
+        assert f"/static/{asset}" in page
+        assert finders.find(asset), asset
+    csp = response["Content-Security-Policy"]
+    assert "default-src 'none'" in csp and "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
