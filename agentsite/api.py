@@ -23,6 +23,7 @@ from agentsite.errors import (
     Unauthorized,
 )
 from agentsite.http.bodies import parse_json, validation_failed
+from agentsite.openapi import document
 from sessions_app.auth import ApiKeyAuth
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,15 @@ class SelfHostedSwagger(Swagger):
         return response
 
 
-api = NinjaAPI(
+class DocumentedApi(NinjaAPI):
+    """ninja's schema plus what it cannot know (agentsite.openapi)."""
+
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        return document(schema)
+
+
+api = DocumentedApi(
     docs=SelfHostedSwagger(),
     parser=JsonParser(),
     title="agentsite",
