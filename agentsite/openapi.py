@@ -218,6 +218,8 @@ def document(schema: dict[str, Any]) -> dict[str, Any]:
     schema["paths"].update(copy.deepcopy(SSE_OPERATIONS))
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
+            # ninja keys responses by int; JSON (and the lookups below) by string.
+            operation["responses"] = {str(k): v for k, v in operation["responses"].items()}
             _constrain_parameters(operation)
             for status, codes in ERRORS.get(f"{method} {path}", {}).items():
                 if codes:
