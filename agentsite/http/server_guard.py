@@ -183,13 +183,17 @@ class GuardedChannel(http.HTTPChannel):
         if self._handlingRequest or self._refused:
             return
         self._refused = True
-        self.transport.write(
-            raw_error(
-                408,
-                "request_timeout",
-                f"the request was not received within {LIMITS.read_timeout_seconds:g} s",
+        # A request begun and not finished gets a word; an idle connection
+        # (nothing sent yet, or kept alive after a response) is just closed,
+        # as clients expect of an idle keep-alive.
+        if self.requests:
+            self.transport.write(
+                raw_error(
+                    408,
+                    "request_timeout",
+                    f"the request was not received within {LIMITS.read_timeout_seconds:g} s",
+                )
             )
-        )
         # Twisted's idle-timeout path: close, and abort if the client does
         # not let go within abortTimeout.
         self.timeoutConnection()

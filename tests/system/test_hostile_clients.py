@@ -136,6 +136,7 @@ def test_slow_clients_are_cut(servers):
     they trickle; a normal request meanwhile is served."""
     server = servers(AGENT_REQUEST_READ_TIMEOUT_SECONDS="2")
     partial, trickling = [], []
+    idle = connect(server, timeout=15)
     for _ in range(30):
         sock = connect(server, timeout=15)
         sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
@@ -161,6 +162,11 @@ def test_slow_clients_are_cut(servers):
         assert httpx.get(f"{server.url}/api/health", timeout=2).status_code == 200
         time.sleep(0.5)
     answers = [read_all(sock) for sock in partial + trickling]
+    # A connection that never started a request is closed without a word
+    # (recv raises a timeout if it is still open).
+    idle.settimeout(5)
+    assert idle.recv(100) == b""
+    idle.close()
     for sock in partial + trickling:
         sock.close()
     print(f"\nslow clients: {len(closed_at)} of {len(answers)} cut, last after "
