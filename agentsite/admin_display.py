@@ -7,9 +7,25 @@ import json
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.timezone import localtime
+
+
+def scrub(value: Any) -> Any:
+    """A copy of stored JSON with lone surrogates shown as U+FFFD. The API
+    refuses them, but SQLite kept what older versions (or a model) stored,
+    and one of them in a page fails the whole response's encoding."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {scrub(k): scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(item) for item in value]
+    return value
 
 
 def display_value(value: Any) -> str:
@@ -88,3 +104,15 @@ class InputFilter(admin.SimpleListFilter):
             "kept": kept,
             "clear_query_string": changelist.get_query_string(remove=[self.parameter_name]),
         }
+
+
+def light_changelist(*deferred: str) -> type[ChangeList]:
+    """A ChangeList that leaves `deferred` columns out of its query: a list
+    page shows none of them, and a session's transcript or form can be
+    megabytes a row. Change pages still load whole rows."""
+
+    class LightChangeList(ChangeList):
+        def get_queryset(self, request, exclude_parameters=None):
+            return super().get_queryset(request, exclude_parameters).defer(*deferred)
+
+    return LightChangeList

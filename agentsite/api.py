@@ -10,6 +10,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.openapi.docs import Swagger
 from ninja.parser import Parser
 
 from agentsite.asyncdb import is_storage_error
@@ -22,6 +23,7 @@ from agentsite.errors import (
     Unauthorized,
 )
 from agentsite.http.bodies import parse_json, validation_failed
+from agentsite.openapi import document
 from sessions_app.auth import ApiKeyAuth
 
 logger = logging.getLogger(__name__)
@@ -32,7 +34,42 @@ class JsonParser(Parser):
         return parse_json(request.body)
 
 
-api = NinjaAPI(
+# /api/docs shares its origin with the chat page, whose API key sits in
+# sessionStorage: only this origin's own scripts may run there (Swagger UI's
+# assets come from ninja's static files, "ninja" being an installed app).
+DOCS_CSP = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        # Swagger UI sets style attributes and draws data: SVG icons.
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
+
+
+class SelfHostedSwagger(Swagger):
+    def render_page(self, request: HttpRequest, api: NinjaAPI, **kwargs: Any) -> HttpResponse:
+        response = super().render_page(request, api, **kwargs)
+        response["Content-Security-Policy"] = DOCS_CSP
+        return response
+
+
+class DocumentedApi(NinjaAPI):
+    """ninja's schema plus what it cannot know (agentsite.openapi)."""
+
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        return document(schema)
+
+
+api = DocumentedApi(
+    docs=SelfHostedSwagger(),
     parser=JsonParser(),
     title="agentsite",
     version="1.0",

@@ -14,8 +14,17 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.conf import settings  # noqa: E402
+
+from agentsite.http import server_guard  # noqa: E402
 from agentsite.routing import build_application  # noqa: E402
 from agentsite.startup import prepare_serving  # noqa: E402
 
 prepare_serving()
+# Before daphne (or its runserver) builds its server: limits daphne lacks.
+server_guard.install(
+    max_body_bytes=settings.AGENT_MAX_BODY_BYTES,
+    read_timeout_seconds=settings.AGENT_REQUEST_READ_TIMEOUT_SECONDS,
+    max_connections=settings.AGENT_MAX_CONNECTIONS,
+)
 application = build_application()

@@ -40,6 +40,12 @@ class ErrorCode(StrEnum):
     # Why a turn was aborted, as its `error` event and the turn log say.
     LEASE_EXPIRED = "lease_expired"
     SERVER_RESTARTED = "server_restarted"
+    # Answered by the HTTP edge (agentsite.http), before any endpoint runs.
+    FORBIDDEN = "forbidden"
+    DISALLOWED_HOST = "disallowed_host"
+    REQUEST_TIMEOUT = "request_timeout"
+    HEADERS_TOO_LARGE = "headers_too_large"
+    TOO_MANY_SESSIONS = "too_many_sessions"
 
 
 class ApiError(Exception):
@@ -81,7 +87,7 @@ class InvalidForm(ApiError):
 
 class InvalidSessionKey(ApiError):
     code, status = ErrorCode.INVALID_SESSION_KEY, 422
-    default_message = "session keys are 1-255 characters of A-Z a-z 0-9 . _ : -"
+    default_message = "session keys are 1-255 characters of A-Z a-z 0-9 . _ : -, not . or .."
 
 
 class InvalidIdempotencyKey(ApiError):
@@ -209,3 +215,6 @@ def _subclasses(cls: type) -> list[type]:
     for sub in cls.__subclasses__():
         found += [sub, *_subclasses(sub)]
     return found
+class TooManySessions(ApiError):
+    code, status = ErrorCode.TOO_MANY_SESSIONS, 429
+    default_message = "this API key's owner has too many sessions; delete some first"

@@ -6,6 +6,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter
 from django.core.asgi import get_asgi_application
 from django.urls import re_path
 
+from agentsite.http.edge import Edge
+
 
 def build_application():
     django_app = get_asgi_application()
@@ -14,7 +16,7 @@ def build_application():
 
     # `key` takes any characters, "/" included: a bad key must reach
     # check_session_key and answer 422 invalid_session_key, not 404.
-    return ProtocolTypeRouter(
+    router = ProtocolTypeRouter(
         {
             "http": URLRouter(
                 [
@@ -30,3 +32,5 @@ def build_application():
             )
         }
     )
+    # The edge wraps everything: consumers, API, admin and chat page alike.
+    return Edge(router)

@@ -4,6 +4,7 @@ default; README's "Configuration" table lists them all."""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -74,6 +75,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Serves Swagger UI's assets from this project's static files, not a CDN.
+    "ninja",
+    "axes",
     "sessions_app",
     "turns_app",
     # The booking graph's app: its Booking model and the effect that creates it.
@@ -88,7 +92,22 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it answers a locked-out login attempt.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Admin login throttling (django-axes): after AGENT_ADMIN_LOGIN_FAILURES
+# wrong passwords for one username from one address, that pair is locked out
+# for AGENT_ADMIN_LOCKOUT_MINUTES (429); a success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_number("AGENT_ADMIN_LOGIN_FAILURES", 5, cast=int, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_number("AGENT_ADMIN_LOCKOUT_MINUTES", 15, minimum=0.01))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "agentsite.urls"
 
@@ -210,6 +229,19 @@ AGENT_EVENT_RETENTION_SECONDS = env_number("AGENT_EVENT_RETENTION_SECONDS", 3600
 # An outside reservation service the booking graph's book_table calls (with
 # an Idempotency-Key stable across retries); none by default.
 AGENT_BOOKING_SERVICE_URL = os.environ.get("AGENT_BOOKING_SERVICE_URL", "")
+AGENT_MAX_SESSIONS_PER_OWNER = env_number("AGENT_MAX_SESSIONS_PER_OWNER", 1000, cast=int, minimum=1)
+
+# --- hostile clients (agentsite.http.edge and agentsite.http.server_guard) ------
+
+# One bound for every request body (JSON API, SSE, admin, chat page): far
+# above any real request (a chat turn is <= 16k characters, a form <= 256 KB).
+AGENT_MAX_BODY_BYTES = env_number("AGENT_MAX_BODY_BYTES", 1_048_576, cast=int, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = AGENT_MAX_BODY_BYTES
+# A request's headers and body must arrive within this time (daphne has no
+# read timeout of its own); 0 turns the deadline off.
+AGENT_REQUEST_READ_TIMEOUT_SECONDS = env_number("AGENT_REQUEST_READ_TIMEOUT_SECONDS", 30)
+AGENT_MAX_CONNECTIONS = env_number("AGENT_MAX_CONNECTIONS", 500, cast=int, minimum=1)
+
 # Off in every settings module but the test harness's; see turns_app.faults.
 AGENT_FAULT_INJECTION = False
 

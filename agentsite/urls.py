@@ -1,12 +1,16 @@
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.urls import path, re_path
+from django.views.decorators.csrf import csrf_exempt
 
 from agentsite.api import api
 from agentsite.errors import ErrorCode
 from agentsite.pages import chat_page
 
 
+# No cookie-authenticated action happens here, and without the exemption an
+# unknown path answers CSRF's HTML 403 to every POST instead of a JSON 404.
+@csrf_exempt
 def api_route_not_found(request: HttpRequest, rest: str) -> JsonResponse:
     # A path under /api/ that no endpoint matches (e.g. a key with an encoded
     # "/", which Django decodes before routing) still answers the error contract.

@@ -11,7 +11,9 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-SESSION_KEY_PATTERN = r"^[A-Za-z0-9._:-]{1,255}$"
+# Not "." or "..": path segments that browsers and most HTTP clients resolve
+# away, so such a session could never be addressed by its URL.
+SESSION_KEY_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9._:-]{1,255}$"
 
 
 class ApiKey(models.Model):
@@ -109,11 +111,15 @@ class AgentSession(models.Model):
     def tombstone(self, now: datetime) -> None:
         """What a delete leaves: epoch + 1 (fences any running turn), the
         version kept (a client's If-Match from before cannot match after),
-        the conversation's columns cleared. Call with the row locked; a
-        tombstone stays a tombstone of the same epoch."""
+        and nothing a client supplied: form, fields, metadata and the
+        conversation are cleared (a revived key starts from the default
+        form). Call with the row locked; a tombstone stays a tombstone of
+        the same epoch."""
         if not self.is_deleted:
             self.epoch += 1
             self.deleted_at = now
+        self.form = []
+        self.metadata = {}
         self.fields = {}
         self.stage = self.DEFAULT_STAGE
         self.turn_count = 0

@@ -49,13 +49,30 @@ class FieldsPatchOut(SessionOut):
     field_changes: dict[str, Any]
 
 
+# Far past any real list; keeps OFFSET inside every database's integer range.
+MAX_OFFSET = 2**31 - 1
+
+
 class PageIn(Schema):
     limit: int = Field(50, ge=1, le=500)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, lt=MAX_OFFSET + 1)
+
+
+class SessionSummary(Schema):
+    """A session in a list: `GET /sessions/{key}` has its form, fields and metadata."""
+
+    id: UUID
+    key: str
+    stage: str
+    version: int
+    epoch: int
+    turn_count: int
+    created_at: datetime
+    updated_at: datetime
 
 
 class SessionPage(Schema):
-    items: list[SessionOut]
+    items: list[SessionSummary]
     count: int
     limit: int
     offset: int

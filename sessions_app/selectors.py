@@ -36,9 +36,17 @@ def session_list(*, owner: str) -> QuerySet[AgentSession]:
     )
 
 
+# What a list shows of each session; the rest (form, fields, metadata, the
+# transcript) can be tens of kilobytes a row: `GET /sessions/{key}` has it.
+SESSION_SUMMARY_COLUMNS = (
+    "id", "key", "stage", "version", "epoch", "turn_count", "created_at", "updated_at",
+)
+
+
 def session_page(*, owner: str, limit: int, offset: int) -> tuple[list[AgentSession], int]:
     sessions = session_list(owner=owner)
-    return list(sessions[offset : offset + limit]), sessions.count()
+    page = sessions.only(*SESSION_SUMMARY_COLUMNS)[offset : offset + limit]
+    return list(page), sessions.count()
 
 
 def session_get_including_deleted(*, owner: str, key: str) -> AgentSession:

@@ -25,6 +25,7 @@ from agentsite.errors import (
     SessionBusy,
     SessionExists,
     SessionNotFound,
+    TooManySessions,
     Unauthorized,
     UnknownGraph,
     ValidationFailed,
@@ -86,6 +87,7 @@ def default_form() -> list[dict[str, Any]]:
 
 def check_form(raw: Any) -> list[dict[str, Any]]:
     try:
+        form_spec.check_form_size(raw)
         return form_spec.form_to_json(form_spec.parse_form(raw))
     except form_spec.FormSpecError as exc:
         raise InvalidForm(str(exc)) from None
@@ -139,6 +141,19 @@ def session_lock(
     return session
 
 
+def check_session_quota(*, owner: str) -> None:
+    """Before a session is created or revived: at most
+    AGENT_MAX_SESSIONS_PER_OWNER live sessions per owner. Counted inside the
+    creating transaction; concurrent creates may overshoot by the number
+    running at once, which bounds growth all the same."""
+    limit = settings.AGENT_MAX_SESSIONS_PER_OWNER
+    if AgentSession.objects.filter(owner=owner, deleted_at__isnull=True).count() >= limit:
+        raise TooManySessions(
+            f"at most {limit} live sessions per owner; delete some first",
+            details={"limit": limit},
+        )
+
+
 def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
     """Call inside `transaction.atomic`. Locks the owner's session with this key,
     creating it (default form, AGENT_GRAPH) when there is none and reviving
@@ -147,6 +162,7 @@ def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
     try:
         session = session_lock(owner=owner, key=key, include_deleted=True)
     except SessionNotFound:
+        check_session_quota(owner=owner)
         try:
             with transaction.atomic():
                 AgentSession.objects.create(owner=owner, key=key, form=default_form(), graph=settings.AGENT_GRAPH)
@@ -154,9 +170,14 @@ def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
             pass  # a concurrent first request created it; its row is ours to lock now
         session = session_lock(owner=owner, key=key, include_deleted=True)
     if session.is_deleted:
+        check_session_quota(owner=owner)
         session.deleted_at = None
+        # The tombstone kept nothing of the old session, its form included;
+        # a new epoch runs the default graph.
         session.graph = settings.AGENT_GRAPH
-        session.save(update_fields=["deleted_at", "graph", "updated_at"])
+        session.form = default_form()
+        session.stage = stage_for(session.form, {})
+        session.save(update_fields=["deleted_at", "graph", "form", "stage", "updated_at"])
     return session
 
 
@@ -165,36 +186,45 @@ def session_create(
 ) -> AgentSession:
     """A new session (or a new epoch of a deleted one) running `graph`
     (default AGENT_GRAPH) for its whole epoch."""
+    with transaction.atomic(durable=True):
+        return session_insert(owner=owner, key=key, form=form, metadata=metadata, graph=graph)
+
+
+def session_insert(
+    *, owner: str, key: str | None = None, form: Any = None, metadata: Any = None, graph: Any = None
+) -> AgentSession:
+    """session_create inside the caller's transaction, for services that
+    must create a session and more in one commit (a fork and its turns)."""
     key = check_session_key(key) if key is not None else uuid.uuid4().hex
     clean_form = check_form(form) if form is not None else default_form()
     clean_metadata = check_metadata(metadata)
     clean_graph = check_graph(graph)
-    with transaction.atomic(durable=True):
-        existing = (
-            AgentSession.objects.select_for_update().filter(owner=owner, key=key).first()
-        )
-        if existing is not None and not existing.is_deleted:
-            raise SessionExists()
-        if existing is not None:
-            existing.form = clean_form
-            existing.metadata = clean_metadata
-            existing.graph = clean_graph
-            existing.stage = stage_for(clean_form, {})
-            existing.deleted_at = None
-            existing.save()
-            return existing
-        try:
-            with transaction.atomic():
-                return AgentSession.objects.create(
-                    owner=owner,
-                    key=key,
-                    form=clean_form,
-                    metadata=clean_metadata,
-                    graph=clean_graph,
-                    stage=stage_for(clean_form, {}),
-                )
-        except IntegrityError:
-            raise SessionExists() from None
+    existing = (
+        AgentSession.objects.select_for_update().filter(owner=owner, key=key).first()
+    )
+    if existing is not None and not existing.is_deleted:
+        raise SessionExists()
+    check_session_quota(owner=owner)
+    if existing is not None:
+        existing.form = clean_form
+        existing.metadata = clean_metadata
+        existing.graph = clean_graph
+        existing.stage = stage_for(clean_form, {})
+        existing.deleted_at = None
+        existing.save()
+        return existing
+    try:
+        with transaction.atomic():
+            return AgentSession.objects.create(
+                owner=owner,
+                key=key,
+                form=clean_form,
+                metadata=clean_metadata,
+                graph=clean_graph,
+                stage=stage_for(clean_form, {}),
+            )
+    except IntegrityError:
+        raise SessionExists() from None
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from agentsite.errors import (
     VersionConflict,
 )
 from sessions_app.selectors import check_session_key, session_get, sessions_with_expired_lease
-from sessions_app.services import session_create, session_lock, session_lock_or_create
+from sessions_app.services import session_insert, session_lock, session_lock_or_create
 from turns_app import faults
 from turns_app.checkpoints import delete_threads
 from turns_app.history import chain_ids
@@ -556,8 +556,11 @@ def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) ->
     target = _history_turn(source, turn_id)
     chain = chain_ids(target.id) if target is not None else []
     turns = {t.id: t for t in AgentTurn.objects.filter(pk__in=chain)}
-    fork = session_create(owner=owner, key=new_key, form=source.form, metadata=source.metadata, graph=source.graph)
+    # One commit: a crash or error mid-copy leaves no half-forked session.
     with transaction.atomic(durable=True):
+        fork = session_insert(
+            owner=owner, key=new_key, form=source.form, metadata=source.metadata, graph=source.graph
+        )
         fork = session_lock(session_id=fork.id)
         parent = None
         for number, original_id in enumerate(chain, start=1):
@@ -597,7 +600,12 @@ def session_turns_purge(*, session: AgentSession, **_: object) -> None:
     delete's transaction with the session locked: drop every checkpoint
     thread and every turn of the session, so they go with the tombstone or
     not at all. Connected in `TurnsAppConfig.ready`."""
-    turns = list(AgentTurn.objects.filter(session=session).values_list("id", "epoch"))
+    # Locked first: a running turn's event batch (written outside the
+    # session's lock) takes a key-share lock on its turn row, so it either
+    # lands before this and is deleted with the turn, or waits and then
+    # finds the turn gone. Unlocked, a batch landing between the cascade's
+    # read and the commit breaks the foreign key (PostgreSQL).
+    turns = list(AgentTurn.objects.select_for_update().filter(session=session).values_list("id", "epoch"))
     delete_threads(sorted({checkpoint_thread_id(session.id, epoch, turn_id) for turn_id, epoch in turns}))
     AgentTurn.objects.filter(session=session).delete()
 

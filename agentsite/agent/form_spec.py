@@ -7,6 +7,7 @@ graph all validate against exactly the same rules.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import re
 from typing import Any, Literal
@@ -27,6 +28,9 @@ MAX_STRING_LENGTH = 2000
 MAX_DESCRIPTION_LENGTH = 500
 MAX_ENUM_OPTIONS = 100
 MAX_ENUM_OPTION_LENGTH = 200
+# A whole form, as JSON: far above any real form (the default one is ~1 KB),
+# and it bounds what every turn sends to the model and matches against.
+MAX_FORM_BYTES = 65_536
 # Integers beyond 2**53 lose precision in JavaScript clients reading the JSON.
 MAX_SAFE_INTEGER = 2**53 - 1
 
@@ -88,6 +92,16 @@ class FieldSpec(BaseModel):
         if len({option.casefold() for option in self.enum}) != len(self.enum):
             raise ValueError("enum options must be unique")
         return self
+
+
+def check_form_size(raw: Any) -> None:
+    """For forms a client sends (stored forms were checked when they came in)."""
+    try:
+        size = len(json.dumps(raw, ensure_ascii=False).encode())
+    except (TypeError, ValueError):
+        raise FormSpecError("a form must be JSON") from None
+    if size > MAX_FORM_BYTES:
+        raise FormSpecError(f"a form is at most {MAX_FORM_BYTES} bytes of JSON, this one is {size}")
 
 
 def parse_form(raw: Any) -> list[FieldSpec]:
@@ -161,6 +175,11 @@ def _coerce_string(spec: FieldSpec, value: Any) -> str:
         raise _Invalid(f"must be at most {MAX_STRING_LENGTH} characters")
     if "\x00" in text:  # a model's output may carry it; PostgreSQL cannot store it
         raise _Invalid("must not contain the NUL character")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # the same: lone surrogates
+            raise _Invalid("must not contain lone surrogates (U+D800-U+DFFF)") from None
     return text
 
 

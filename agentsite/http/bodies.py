@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -23,18 +24,38 @@ MAX_JSON_DEPTH = 64
 def parse_json(body: bytes) -> Any:
     """The body as JSON, or the error the client gets: 413 over
     DATA_UPLOAD_MAX_MEMORY_SIZE, 400 for anything that is not JSON (or nests
-    deeper than MAX_JSON_DEPTH), 422 for text PostgreSQL cannot store."""
+    deeper than MAX_JSON_DEPTH), 422 for text or numbers PostgreSQL cannot
+    store (NUL, lone surrogates, NaN, ±Infinity, 1e400)."""
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     if limit is not None and len(body) > limit:
         raise PayloadTooLarge()
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except NonFinite as exc:
+        raise ValidationFailed(str(exc)) from None
     except RecursionError:
         raise MalformedRequest(f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels") from None
     except ValueError:
         raise MalformedRequest() from None
     check_json(data)
     return data
+
+
+class NonFinite(Exception):
+    """Not a ValueError: json.loads would report it as malformed JSON."""
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json accepts NaN and ±Infinity, which are not JSON and which
+    # PostgreSQL's jsonb refuses (SQLite stores them).
+    raise NonFinite(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFinite(f"the number {text[:40]} is out of range")
+    return value
 
 
 def check_json(data: Any, where: str = "body") -> None:

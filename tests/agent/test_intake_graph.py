@@ -10,7 +10,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentsite.agent.intake import build_intake_graph, parse_json_object
 from agentsite.agent.offline import OfflineChatModel
-from agentsite.agent.transcript import messages_to_transcript, transcript_to_messages
 from agentsite.agent.form_spec import DEFAULT_FORM, form_to_json
 
 
@@ -213,24 +212,3 @@ async def test_provider_style_scripted_model():
 def test_parse_json_object(text, expected):
     assert parse_json_object(text) == expected
 
-
-async def test_transcript_round_trip_continues_the_conversation(graph):
-    values, _ = await run_turn(graph, new_state(), "hello")
-    values, _ = await run_turn(graph, carry(values), "Ada Lovelace")
-    transcript = messages_to_transcript(values["messages"])
-    assert transcript == [
-        {"role": "user", "content": "hello"},
-        {"role": "assistant", "content": "Hello! I need a few details from you. What is your full name?"},
-        {"role": "user", "content": "Ada Lovelace"},
-        {"role": "assistant", "content": "Thanks! What is your email address?"},
-    ]
-    rebuilt = transcript_to_messages(transcript)
-    assert messages_to_transcript(rebuilt) == transcript
-    values, _ = await run_turn(graph, carry(values) | {"messages": rebuilt}, "ada@example.com")
-    assert values["field_changes"] == {"email": "ada@example.com"}
-    assert len(values["messages"]) == 6
-
-
-def test_transcript_rejects_unknown_roles():
-    with pytest.raises(ValueError):
-        transcript_to_messages([{"role": "system", "content": "x"}])

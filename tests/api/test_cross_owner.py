@@ -105,7 +105,8 @@ async def test_chat_on_other_owners_key_creates_own_session(api, api_bob, script
     alice_row, bob_row = sessions
     assert bob_row["id"] != alice_row["id"]
     assert bobs["version"] == 1 and bobs["epoch"] == 1
-    assert "name" not in bobs["fields"]
+    # Only what Bob said himself (a volunteered name), nothing of Alice's.
+    assert bobs["fields"] == {"name": "Bob"}
     turn = await orm(lambda: AgentTurn.objects.get(pk=bobs["turn_id"]))
     assert turn.session_id == bob_row["id"]
     # Each sees only their own conversation.

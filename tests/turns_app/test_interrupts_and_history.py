@@ -225,6 +225,27 @@ async def test_fork_starts_a_new_session_from_a_committed_turn(api, script, api_
     assert other.status_code == 404
 
 
+async def test_a_fork_that_fails_mid_copy_leaves_no_session(api, script, monkeypatch):
+    done = await three_turns(api)
+    create, copies = AgentTurn.objects.create, []
+
+    def fail_on_the_second_copy(**fields):
+        copies.append(fields["number"])
+        if len(copies) == 2:
+            raise RuntimeError("disk full")
+        return create(**fields)
+
+    monkeypatch.setattr(AgentTurn.objects, "create", fail_on_the_second_copy)
+    failed = await api.call("POST", "/sessions/s1/fork", {"turn_id": done[2]["turn_id"], "new_key": "s1-c"})
+    assert failed.status_code == 500 and body(failed)["error"]["code"] == "internal_error"
+    assert copies == [1, 2]
+    monkeypatch.undo()
+    assert not await orm(lambda: AgentSession.objects.filter(key="s1-c").exists())
+    assert await orm(lambda: AgentTurn.objects.count()) == 3
+    # And the key is free: the same fork succeeds now.
+    assert (await api.call("POST", "/sessions/s1/fork", {"turn_id": None, "new_key": "s1-c"})).status_code == 201
+
+
 async def test_history_is_scoped_to_the_owner_and_the_epoch(api, api_bob, script):
     done = await three_turns(api)
     assert (await api_bob.call("GET", "/sessions/s1/history")).status_code == 404

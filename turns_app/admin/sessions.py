@@ -24,7 +24,14 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from agentsite.admin_display import display_value, html_table, pretty_json, when
+from agentsite.admin_display import (
+    display_value,
+    html_table,
+    light_changelist,
+    pretty_json,
+    scrub,
+    when,
+)
 from agentsite.errors import ApiError, InvalidFields, VersionConflict
 from sessions_app.models import AgentSession
 from sessions_app.services import session_delete, session_set_fields
@@ -142,7 +149,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
             return "live"
         return format_html(
             '<strong class="agentsite-tombstone">deleted</strong> at {} — a tombstone: '
-            "fields, snapshot, turns and checkpoints were removed; epoch and version are kept",
+            "form, fields, metadata, turns (the transcript) and checkpoints were removed; epoch and version are kept",
             when(session.deleted_at),
         )
 
@@ -199,7 +206,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="messages")
     def transcript(self, session: AgentSession) -> str:
-        messages_ = transcript(session.head_turn_id)
+        messages_ = scrub(transcript(session.head_turn_id))
         if not messages_:
             return format_html('<p class="agentsite-empty">{}</p>', "No committed messages.")
         items = format_html_join(
@@ -247,6 +254,17 @@ class AgentSessionAdmin(admin.ModelAdmin):
     @admin.display(description="metadata")
     def metadata_json(self, session: AgentSession) -> str:
         return pretty_json(session.metadata)
+
+    def get_changelist(self, request, **kwargs):
+        return light_changelist("form", "fields", "metadata", "interrupt")
+
+    def get_object(self, request, object_id, from_field=None):
+        # For display only: writes go through the services, which read the row again.
+        session = super().get_object(request, object_id, from_field)
+        if session is not None:
+            for name in ("form", "fields", "metadata", "interrupt"):
+                setattr(session, name, scrub(getattr(session, name)))
+        return session
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = {
@@ -389,7 +407,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
             return response  # a popup's response
         self.message_user(
             request,
-            "Its checkpoints, fields, snapshot and turns were removed; the tombstone is listed "
+            "Its checkpoints, form, fields, metadata and turns were removed; the tombstone is listed "
             "under the “Deleted” filter.",
             messages.INFO,
         )

@@ -11,7 +11,7 @@ from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentsite.admin_display import pretty_json, pretty_json_text
+from agentsite.admin_display import light_changelist, pretty_json, pretty_json_text, scrub
 from turns_app.models import AgentTurn
 
 # The inline shows this many turns, newest first; the turn list has them all.
@@ -22,6 +22,7 @@ DIGEST_PREFIX_CHARS = 12
 def error_summary(error: Any) -> str:
     if not error:
         return ""
+    error = scrub(error)
     if isinstance(error, dict):
         return f"{error.get('code', '?')}: {error.get('message', '')}"
     return str(error)
@@ -126,6 +127,20 @@ class AgentTurnAdmin(_ReadOnly, admin.ModelAdmin):
     )
     # Everything shown is read-only: the fieldsets are the whole list.
     readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
+
+    def get_changelist(self, request, **kwargs):
+        # The list joins each turn's session for its key and owner: only those.
+        return light_changelist(
+            "request", "result", "error", "messages", "fields", "values", "interrupts", "effects",
+            "session__form", "session__fields", "session__metadata", "session__interrupt",
+        )
+
+    def get_object(self, request, object_id, from_field=None):
+        turn = super().get_object(request, object_id, from_field)
+        if turn is not None:
+            turn.request, turn.error = scrub(turn.request), scrub(turn.error)
+            turn.result = scrub(turn.result)
+        return turn
 
     @admin.display(description="session", ordering="session__key")
     def session_key(self, turn: AgentTurn) -> str:
