@@ -210,6 +210,12 @@ AGENT_EVENT_RETENTION_SECONDS = env_number("AGENT_EVENT_RETENTION_SECONDS", 3600
 # An outside reservation service the booking graph's book_table calls (with
 # an Idempotency-Key stable across retries); none by default.
 AGENT_BOOKING_SERVICE_URL = os.environ.get("AGENT_BOOKING_SERVICE_URL", "")
+# Browser origins allowed to call the LangGraph protocol at /langgraph/ from
+# another origin (CORS), comma-separated, e.g. "http://localhost:3000"; none
+# by default.
+LANGGRAPH_CORS_ALLOWED_ORIGINS = [
+    o.strip() for o in os.environ.get("LANGGRAPH_CORS_ALLOWED_ORIGINS", "").split(",") if o.strip()
+]
 # Off in every settings module but the test harness's; see turns_app.faults.
 AGENT_FAULT_INJECTION = False
 
