@@ -84,6 +84,10 @@ class NativeParts:
             data = [chunk, {k: v for k, v in (metadata or {}).items() if not str(k).startswith("__")}]
         elif kind == "updates" and isinstance(data, dict) and "__interrupt__" in data:
             data = {**data, "__interrupt__": list(data["__interrupt__"])}
+        elif kind == "values" and part.get("interrupts") and isinstance(data, dict):
+            # v2 parts carry interrupts beside the state; LangGraph's server
+            # (and useStream, which reads them) has them in the values.
+            data = {**data, "__interrupt__": list(part["interrupts"])}
         await self.emit(event, dumps(data))
 
 
