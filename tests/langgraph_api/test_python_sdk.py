@@ -15,6 +15,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from sessions_app.models import AgentSession
+from tests.conftest import orm
 from turns_app.models import AgentTurn, AgentTurnEvent
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
@@ -118,7 +119,7 @@ async def test_a_whole_session_through_the_python_sdk(servers, alice):
         await client.runs.cancel(tid, run["run_id"], wait=True)
         assert (await client.runs.get(tid, run["run_id"]))["status"] == "interrupted"
         assert (await client.threads.get_state(tid)) == before
-        assert len(await asyncio.to_thread(committed_turns, tid)) == 2
+        assert len(await orm(committed_turns, key=tid)) == 2
 
         # Copy: the same history on a new thread; delete: 404 afterwards.
         copy = await client.threads.copy(tid)
@@ -138,8 +139,8 @@ async def test_a_whole_session_through_the_python_sdk(servers, alice):
             await client.threads.get(tid)
         with pytest.raises(NotFoundError):
             await client.runs.get(tid, run_id)
-    assert await asyncio.to_thread(lambda: AgentTurn.objects.filter(session__key=tid).count()) == 0
-    assert await asyncio.to_thread(lambda: AgentSession.objects.get(key=tid).deleted_at is not None)
+    assert await orm(lambda: AgentTurn.objects.filter(session__key=tid).count()) == 0
+    assert await orm(lambda: AgentSession.objects.get(key=tid).deleted_at is not None)
 
 
 async def test_booking_interrupt_and_resume_with_a_command(servers, alice):
@@ -167,7 +168,7 @@ async def test_booking_interrupt_and_resume_with_a_command(servers, alice):
         done = await client.runs.wait(tid, "booking", input={}, command={"resume": {"action": "approve"}})
         assert "BK-" in ai_text(done)
         assert (await client.threads.get(tid))["status"] == "idle"
-        assert await asyncio.to_thread(lambda: AgentSession.objects.get(key=tid).interrupt) is None
+        assert await orm(lambda: AgentSession.objects.get(key=tid).interrupt) is None
         # Resuming again has nothing to resume.
         answer = await refused(client.runs.wait(tid, "booking", command={"resume": {"action": "approve"}}))
         assert (answer.status_code, answer.json()["code"]) == (409, "interrupt_resolved")
@@ -200,7 +201,7 @@ async def test_edit_and_regenerate_from_history_checkpoints(servers, alice):
         # The abandoned branches stay in history: three replies to turn two.
         history = await client.threads.get_history(tid, limit=100)
         assert sum(1 for h in history if h["metadata"]["source"] == "loop") == 4
-        turns = await asyncio.to_thread(lambda: list(AgentTurn.objects.filter(session__key=tid).order_by("number")))
+        turns = await orm(lambda: list(AgentTurn.objects.filter(session__key=tid).order_by("number")))
         assert [t.superseded_at is not None for t in turns] == [False, True, True, False]
 
         # State updates are conditional on the checkpoint read.
@@ -248,11 +249,11 @@ async def test_errors_and_multitask_strategies(servers, alice, bob):
         assert [m["content"] for m in values["messages"] if m["type"] == "human"] == ["Hello\nthere", "Grace Hopper"]
 
         # Stateless: a throwaway thread, gone afterwards.
-        before = await asyncio.to_thread(lambda: AgentSession.objects.filter(deleted_at__isnull=True).count())
+        before = await orm(lambda: AgentSession.objects.filter(deleted_at__isnull=True).count())
         values = await client.runs.wait(None, "intake", input=human("Hello"))
         assert values["messages"][-1]["type"] == "ai"
         await asyncio.sleep(0.5)
-        assert await asyncio.to_thread(lambda: AgentSession.objects.filter(deleted_at__isnull=True).count()) == before
+        assert await orm(lambda: AgentSession.objects.filter(deleted_at__isnull=True).count()) == before
 
 
 async def test_idempotency_key_on_run_creation(servers, alice):
@@ -268,7 +269,7 @@ async def test_idempotency_key_on_run_creation(servers, alice):
         assert first.headers["content-location"] == again.headers["content-location"]
         other = await http.post(f"/threads/{thread['thread_id']}/runs/wait", json={**body, "input": human("Bye")}, headers=headers)
         assert other.status_code == 409 and other.json()["code"] == "idempotency_conflict"
-    assert len(await asyncio.to_thread(committed_turns, thread["thread_id"])) == 1
+    assert len(await orm(committed_turns, key=thread["thread_id"])) == 1
 
 
 @pytest.mark.postgres_only
@@ -291,7 +292,7 @@ async def test_join_stream_on_another_process_continues_without_gap(servers, ali
     whole = seen + rest
     ids = [int(p.id) for p in whole]
     assert ids == sorted(set(ids))
-    logged = await asyncio.to_thread(
+    logged = await orm(
         lambda: list(
             AgentTurnEvent.objects.filter(turn_id=run_id, event__in=["turn", "values", "messages", "done"])
             .order_by("seq")
@@ -301,5 +302,5 @@ async def test_join_stream_on_another_process_continues_without_gap(servers, ali
     assert ids == logged  # nothing missing, nothing twice
     reply = [p for p in whole if p.event == "values"][-1].data["messages"][-1]
     assert "".join(p.data[0]["content"] for p in whole if p.event == "messages") == reply["content"]
-    committed = await asyncio.to_thread(lambda: json.loads(AgentTurn.objects.get(pk=run_id).result)["reply"])
+    committed = await orm(lambda: json.loads(AgentTurn.objects.get(pk=run_id).result)["reply"])
     assert committed == reply["content"]
