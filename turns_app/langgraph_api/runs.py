@@ -37,7 +37,9 @@ from turns_app.graph_step import REQUEST_OPTIONS
 from turns_app.langgraph_api import threads
 from turns_app.langgraph_api.errors import not_supported, run_error, run_not_found, thread_busy, thread_not_found
 from turns_app.langgraph_api.ids import CheckpointRef, assistant_id, graph_of_assistant, parse_checkpoint_id
-from turns_app.langgraph_api.schemas import RunCreateStateless
+from turns_app.langgraph_api.schemas import RunCreateStateful, RunCreateStateless
+
+RunBody = RunCreateStateful | RunCreateStateless
 from turns_app.models import AgentTurn
 from turns_app.schemas import ChatIn
 from turns_app.services import check_idempotency_key, turn_cancel
@@ -157,7 +159,7 @@ def message_request(raw_input: Any) -> dict[str, Any]:
     return chat.canonical()
 
 
-def _check_options(body: RunCreateStateless) -> None:
+def _check_options(body: RunBody) -> None:
     """Options we cannot honour are refused, never silently dropped."""
     if body.interrupt_before or body.interrupt_after:
         raise not_supported("interrupt_before / interrupt_after")
@@ -172,7 +174,7 @@ def _check_options(body: RunCreateStateless) -> None:
         raise not_supported("a subgraph checkpoint (checkpoint_ns)")
 
 
-def _wanted_ref(body: RunCreateStateless) -> CheckpointRef | None:
+def _wanted_ref(body: RunBody) -> CheckpointRef | None:
     raw = getattr(body, "checkpoint_id", None)
     checkpoint = getattr(body, "checkpoint", None)
     if checkpoint is not None and checkpoint.checkpoint_id:
@@ -238,7 +240,7 @@ async def _cancel_running(owner: str, key: str) -> None:
 
 
 async def start_run(
-    *, owner: str, key: str | None, body: RunCreateStateless, idempotency_key: str | None
+    *, owner: str, key: str | None, body: RunBody, idempotency_key: str | None
 ) -> StartedRun:
     """Start a run on thread `key` (None: a stateless run on a throwaway thread)."""
     stateless = key is None
@@ -268,7 +270,7 @@ async def start_run(
 async def _start(
     owner: str,
     key: str,
-    body: RunCreateStateless,
+    body: RunBody,
     idempotency_key: str | None,
     graph: str,
     ref: CheckpointRef | None,
@@ -315,7 +317,7 @@ async def _start(
         modes=body.stream_modes,
         on_disconnect=body.on_disconnect or settings.AGENT_ON_DISCONNECT,
         stateless=stateless,
-        delete_after=stateless and (body.on_completion or "delete") == "delete",
+        delete_after=stateless and (getattr(body, "on_completion", None) or "delete") == "delete",
     )
 
 

@@ -39,7 +39,7 @@ class CommandIn(_In):
     goto: Any = None
 
 
-class RunCreateStateless(_In):
+class _RunCreate(_In):
     assistant_id: StrictStr = Field(max_length=ID_MAX, description="a graph name or its assistant UUID")
     input: Any = Field(None, description='{"messages": [the new human message]}; text content or text blocks')
     command: CommandIn | None = Field(None, description='{"resume": …} answers the pending interrupt; wins over input')
@@ -55,7 +55,6 @@ class RunCreateStateless(_In):
     feedback_keys: list[StrictStr] | None = Field(None, max_length=LIST_MAX, description="accepted and ignored")
     stream_subgraphs: StrictBool = False
     stream_resumable: StrictBool = Field(False, description="every run is resumable (Last-Event-ID)")
-    on_completion: Literal["delete", "keep"] | None = Field(None, description="stateless runs: default delete")
     on_disconnect: Literal["cancel", "continue"] | None = Field(None, description="default AGENT_ON_DISCONNECT")
     after_seconds: float | None = Field(None, description="not supported")
     checkpoint_during: StrictBool | None = Field(None, description="accepted and ignored")
@@ -67,7 +66,11 @@ class RunCreateStateless(_In):
         return list(dict.fromkeys(modes))
 
 
-class RunCreateStateful(RunCreateStateless):
+class RunCreateStateless(_RunCreate):
+    on_completion: Literal["delete", "keep"] | None = Field(None, description="the throwaway thread; default delete")
+
+
+class RunCreateStateful(_RunCreate):
     checkpoint: CheckpointIn | None = Field(None, description="a checkpoint from the thread's history: start from it")
     checkpoint_id: StrictStr | None = Field(None, max_length=ID_MAX)
     multitask_strategy: MultitaskStrategy = "enqueue"
