@@ -269,7 +269,10 @@ async def test_idempotency_key_on_run_creation(servers, alice):
         assert first.headers["content-location"] == again.headers["content-location"]
         other = await http.post(f"/threads/{thread['thread_id']}/runs/wait", json={**body, "input": human("Bye")}, headers=headers)
         assert other.status_code == 409 and other.json()["code"] == "idempotency_conflict"
-    assert len(await orm(committed_turns, key=thread["thread_id"])) == 1
+    [turn] = await orm(committed_turns, key=thread["thread_id"])
+    # Nobody streams a wait: no LangGraph-native parts were logged for it.
+    logged = await orm(lambda: set(AgentTurnEvent.objects.filter(turn=turn).values_list("event", flat=True)))
+    assert logged == {"turn", "fields", "delta", "done"}
 
 
 @pytest.mark.postgres_only

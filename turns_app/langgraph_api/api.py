@@ -520,9 +520,15 @@ def _located(payload: Any, run: runs.StartedRun, tail: str) -> HttpResponse:
     return response
 
 
-async def _start(request: HttpRequest, thread_id: str | None, payload: RunCreateStateless) -> runs.StartedRun:
+async def _start(
+    request: HttpRequest, thread_id: str | None, payload: RunCreateStateless, *, streamed: bool = True
+) -> runs.StartedRun:
     return await runs.start_run(
-        owner=request.auth.owner, key=thread_id, body=payload, idempotency_key=request.headers.get("Idempotency-Key")
+        owner=request.auth.owner,
+        key=thread_id,
+        body=payload,
+        idempotency_key=request.headers.get("Idempotency-Key"),
+        streamed=streamed,
     )
 
 
@@ -534,13 +540,13 @@ async def create_run(request: HttpRequest, thread_id: str, payload: RunCreateSta
 
 @runs_router.post("/threads/{thread_id}/runs/wait", summary="Start a run and answer its final values")
 async def wait_run(request: HttpRequest, thread_id: str, payload: RunCreateStateful):
-    run = await _start(request, thread_id, payload)
+    run = await _start(request, thread_id, payload, streamed=False)
     return _located(await runs.wait_for(run), run, "join")
 
 
 @stateless_router.post("/runs/wait", summary="A run on a throwaway thread; its final values")
 async def wait_stateless(request: HttpRequest, payload: RunCreateStateless):
-    run = await _start(request, None, payload)
+    run = await _start(request, None, payload, streamed=False)
     try:
         answer = await runs.wait_for(run)
     finally:

@@ -240,9 +240,12 @@ async def _cancel_running(owner: str, key: str) -> None:
 
 
 async def start_run(
-    *, owner: str, key: str | None, body: RunBody, idempotency_key: str | None
+    *, owner: str, key: str | None, body: RunBody, idempotency_key: str | None, streamed: bool = True
 ) -> StartedRun:
-    """Start a run on thread `key` (None: a stateless run on a throwaway thread)."""
+    """Start a run on thread `key` (None: a stateless run on a throwaway
+    thread). A run nobody streams (`streamed` off: wait) logs no stream
+    modes unless the body names some: a `values` snapshot per step would be
+    serialized and stored for no one."""
     stateless = key is None
     graph = graph_of_assistant(body.assistant_id)
     _check_options(body)
@@ -251,7 +254,8 @@ async def start_run(
     if stateless and resume:
         raise ResumeNeedsThread()
     ref = _wanted_ref(body)
-    protocol = {"assistant_id": body.assistant_id, "stream_mode": body.stream_modes}
+    modes = body.stream_modes if streamed or "stream_mode" in body.model_fields_set else []
+    protocol = {"assistant_id": body.assistant_id, "stream_mode": modes}
     if body.metadata:
         protocol["metadata"] = body.metadata
     if stateless:
@@ -314,7 +318,7 @@ async def _start(
         key=key,
         run_id=started.turn_id,
         started=started,
-        modes=body.stream_modes,
+        modes=protocol["stream_mode"],
         on_disconnect=body.on_disconnect or settings.AGENT_ON_DISCONNECT,
         stateless=stateless,
         delete_after=stateless and (getattr(body, "on_completion", None) or "delete") == "delete",
