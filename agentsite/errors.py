@@ -36,6 +36,7 @@ class ErrorCode(StrEnum):
     INTERRUPT_RESOLVED = "interrupt_resolved"
     TURN_COMMITTED = "turn_committed"
     UNKNOWN_GRAPH = "unknown_graph"
+    GRAPH_MISMATCH = "graph_mismatch"
     STATE_LOST = "state_lost"
     # Why a turn was aborted, as its `error` event and the turn log say.
     LEASE_EXPIRED = "lease_expired"
@@ -197,6 +198,11 @@ class StateLost(ApiError):
 class UnknownGraph(ApiError):
     code, status = ErrorCode.UNKNOWN_GRAPH, 422
     default_message = "no graph of that name is registered (GET /api/graphs lists them)"
+
+
+class GraphMismatch(ApiError):
+    code, status = ErrorCode.GRAPH_MISMATCH, 409
+    default_message = "the session runs another graph; a session keeps its graph until it is deleted"
 
 
 def error_for(code: str | None, message: str | None = None) -> ApiError:

@@ -13,22 +13,36 @@ def build_application():
     django_app = get_asgi_application()
     # After get_asgi_application(): the consumers import models.
     from turns_app.consumers import TurnReattachConsumer, TurnStreamConsumer
+    from turns_app.langgraph_api.consumers import JoinStreamConsumer, RunStreamConsumer
+    from turns_app.langgraph_api.cors import ProtocolCors
 
     # `key` takes any characters, "/" included: a bad key must reach
     # check_session_key and answer 422 invalid_session_key, not 404.
     router = ProtocolTypeRouter(
         {
-            "http": URLRouter(
-                [
-                    re_path(
-                        r"^api/sessions/(?P<key>.+)/turns/stream$", TurnStreamConsumer.as_asgi()
-                    ),
-                    re_path(
-                        r"^api/sessions/(?P<key>.+)/turns/(?P<turn_id>[^/]+)/stream$",
-                        TurnReattachConsumer.as_asgi(),
-                    ),
-                    re_path(r"", django_app),
-                ]
+            "http": ProtocolCors(
+                URLRouter(
+                    [
+                        re_path(
+                            r"^api/sessions/(?P<key>.+)/turns/stream$", TurnStreamConsumer.as_asgi()
+                        ),
+                        re_path(
+                            r"^api/sessions/(?P<key>.+)/turns/(?P<turn_id>[^/]+)/stream$",
+                            TurnReattachConsumer.as_asgi(),
+                        ),
+                        # LangGraph's Agent Protocol: its SSE endpoints.
+                        re_path(
+                            r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/stream$",
+                            RunStreamConsumer.as_asgi(),
+                        ),
+                        re_path(r"^langgraph/runs/stream$", RunStreamConsumer.as_asgi()),
+                        re_path(
+                            r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/stream$",
+                            JoinStreamConsumer.as_asgi(),
+                        ),
+                        re_path(r"", django_app),
+                    ]
+                )
             )
         }
     )

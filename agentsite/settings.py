@@ -242,6 +242,12 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = AGENT_MAX_BODY_BYTES
 AGENT_REQUEST_READ_TIMEOUT_SECONDS = env_number("AGENT_REQUEST_READ_TIMEOUT_SECONDS", 30)
 AGENT_MAX_CONNECTIONS = env_number("AGENT_MAX_CONNECTIONS", 500, cast=int, minimum=1)
 
+# Browser origins allowed to call the LangGraph protocol at /langgraph/ from
+# another origin (CORS), comma-separated, e.g. "http://localhost:3000"; none
+# by default.
+LANGGRAPH_CORS_ALLOWED_ORIGINS = [
+    o.strip() for o in os.environ.get("LANGGRAPH_CORS_ALLOWED_ORIGINS", "").split(",") if o.strip()
+]
 # Off in every settings module but the test harness's; see turns_app.faults.
 AGENT_FAULT_INJECTION = False
 

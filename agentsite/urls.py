@@ -6,6 +6,8 @@ from django.views.decorators.csrf import csrf_exempt
 from agentsite.api import api
 from agentsite.errors import ErrorCode
 from agentsite.pages import chat_page
+from turns_app.langgraph_api.api import api as langgraph_api
+from turns_app.langgraph_api.api import not_found as langgraph_not_found
 
 
 # No cookie-authenticated action happens here, and without the exemption an
@@ -24,4 +26,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     re_path(r"^api/(?P<rest>.*)$", api_route_not_found),
+    # LangGraph's Agent Protocol: get_client(url="http://host/langgraph").
+    path("langgraph/", langgraph_api.urls),
+    re_path(r"^langgraph/(?P<rest>.*)$", langgraph_not_found),
 ]

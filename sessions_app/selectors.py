@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import re
 
-from django.db.models import QuerySet
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Now
 
 from agentsite.errors import InvalidSessionKey, SessionNotFound
@@ -47,6 +50,44 @@ def session_page(*, owner: str, limit: int, offset: int) -> tuple[list[AgentSess
     sessions = session_list(owner=owner)
     page = sessions.only(*SESSION_SUMMARY_COLUMNS)[offset : offset + limit]
     return list(page), sessions.count()
+
+
+SEARCH_ORDER = {"key": "key", "created_at": "created_at", "updated_at": "updated_at"}
+SEARCH_STATES = frozenset({"busy", "interrupted", "idle"})
+
+
+def session_search(
+    *,
+    owner: str,
+    metadata: dict[str, Any] | None = None,
+    keys: list[str] | None = None,
+    state: str | None = None,
+    order_by: str = "created_at",
+    descending: bool = True,
+    limit: int,
+    offset: int,
+) -> tuple[list[AgentSession], int]:
+    """The owner's live sessions matching every filter, and how many match:
+    `metadata` — each top-level key equal (a JSON value, compared as JSON);
+    `state` — "busy" (a turn holds it), "interrupted" (its graph waits for a
+    resume) or "idle" (neither)."""
+    sessions = AgentSession.objects.filter(owner=owner, deleted_at__isnull=True)
+    for i, (name, value) in enumerate((metadata or {}).items()):
+        # A key transform, not `contains` (SQLite has no JSON containment),
+        # and not `metadata__<name>`: a name may hold "__".
+        sessions = sessions.alias(**{f"_meta{i}": KeyTransform(name, "metadata")}).filter(**{f"_meta{i}": value})
+    if keys is not None:
+        sessions = sessions.filter(key__in=keys)
+    busy = Q(active_turn_id__isnull=False, lease_expires_at__gt=Now())
+    if state == "busy":
+        sessions = sessions.filter(busy)
+    elif state == "interrupted":
+        sessions = sessions.filter(interrupt__isnull=False).exclude(busy)
+    elif state == "idle":
+        sessions = sessions.filter(interrupt__isnull=True).exclude(busy)
+    order = f"-{SEARCH_ORDER[order_by]}" if descending else SEARCH_ORDER[order_by]
+    sessions = sessions.order_by(order, "key")
+    return list(sessions[offset : offset + limit]), sessions.count()
 
 
 def session_get_including_deleted(*, owner: str, key: str) -> AgentSession:

@@ -227,6 +227,21 @@ def session_insert(
         raise SessionExists() from None
 
 
+def session_merge_metadata(*, owner: str, key: str, metadata: Any) -> AgentSession:
+    """Merge `metadata` into the session's (a key set to null stays, as
+    null): the Agent Protocol's thread update, and its run creation stamping
+    the thread with the graph it runs. The merged result is bounded as a
+    new session's metadata is."""
+    changes = check_metadata(metadata)
+    with transaction.atomic(durable=True):
+        session = session_lock(owner=owner, key=key)
+        merged = check_metadata({**session.metadata, **changes})
+        if merged != session.metadata:
+            session.metadata = merged
+            session.save(update_fields=["metadata", "updated_at"])
+        return session
+
+
 @dataclass(frozen=True)
 class FieldsUpdate:
     session: AgentSession

@@ -31,7 +31,7 @@ from agentsite.errors import (
     StorageUnavailable,
     TurnCancelled,
 )
-from turns_app import history, wakeups
+from turns_app import history, native_stream, wakeups
 from turns_app.events import EventLog, encode
 from turns_app.graph_step import run_graph
 from turns_app.services import turn_abort, turn_claim, turn_commit, turn_renew_lease
@@ -43,8 +43,10 @@ logger = logging.getLogger(__name__)
 # tasks: this registry keeps a turn alive after the request that started it.
 _running: dict[UUID, "TurnRun"] = {}
 # Shown to followers here at once, written in the next batch; every other
-# event of a run is written before it is shown.
-SHOWN_BEFORE_WRITTEN = frozenset({"delta"})
+# event of a run is written before it is shown. Protocol runs' LangGraph-native
+# parts (turns_app.native_stream) are tentative like deltas: a round trip to
+# the database per token or step would slow the run down.
+SHOWN_BEFORE_WRITTEN = frozenset({"delta"}) | native_stream.EVENTS
 # How long the clients here wait for a failed turn's `error` to be written.
 ERROR_WRITE_SECONDS = 2.0
 _background: set[asyncio.Future] = set()  # strong refs to fire-and-forget work
@@ -157,7 +159,7 @@ class TurnRun:
             # aborted the turn or told the followers.
             _in_background(self._end_unstarted())
 
-    async def emit(self, event: str, data: dict[str, Any]) -> None:
+    async def emit(self, event: str, data: dict[str, Any] | str) -> None:
         """The graph step's events: deltas are shown at once and written in
         the next batch; the others are written before anyone sees them."""
         if event in SHOWN_BEFORE_WRITTEN:
@@ -301,16 +303,29 @@ async def _abort_orphan(claiming: asyncio.Future) -> None:
 
 
 async def start_turn(
-    *, owner: str, key: str, request: dict[str, Any], idempotency_key: str | None
+    *,
+    owner: str,
+    key: str,
+    request: dict[str, Any],
+    idempotency_key: str | None,
+    wait_if_busy: bool = True,
+    **claim_options: Any,
 ) -> Replay | TurnRun:
     """Claim the session and start the run, as one unit: if the caller is
     cancelled while the claim runs in its worker thread (the client went
     away), the claim may still commit, and the turn it claimed is aborted
     as soon as it does, so no pending turn holds the session with nothing
-    running it."""
+    running it. A busy session is waited for (AGENT_SESSION_WAIT_SECONDS)
+    unless `wait_if_busy` is off; `claim_options` go to `turn_claim`."""
+    claim = retry_while_busy if wait_if_busy else db
     claiming = asyncio.ensure_future(
-        retry_while_busy(
-            turn_claim, owner=owner, key=key, request=request, idempotency_key=idempotency_key
+        claim(
+            turn_claim,
+            owner=owner,
+            key=key,
+            request=request,
+            idempotency_key=idempotency_key,
+            **claim_options,
         )
     )
     try:

@@ -35,11 +35,12 @@ from agentsite.agent.registry import FIELDS, FORM, MESSAGES, REJECTED, STAGE, Gr
 from agentsite.agent.run_checkpoints import RunCheckpoints
 from agentsite.errors import StateLost
 from turns_app import faults, history
+from turns_app.native_stream import NativeParts
 from turns_app.types import Claim, Outcome
 
 logger = logging.getLogger(__name__)
 
-Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+Emit = Callable[[str, dict[str, Any] | str], Awaitable[None]]  # data: a dict, or JSON text
 
 STAGE_MAX_LENGTH = 64
 # Request options passed to a graph whose input has a channel of that name.
@@ -167,6 +168,7 @@ async def run_graph(claim: Claim, emit: Emit) -> Outcome:
     final: dict[str, Any] = {}
     interrupts: list[dict[str, Any]] = []
     streamed_any = False
+    native = NativeParts(claim.request, emit)  # a protocol run's own stream modes
     saver.begin(thread_id, fresh=not claim.resume)
     try:
         with effects.running(context):
@@ -174,11 +176,13 @@ async def run_graph(claim: Claim, emit: Emit) -> Outcome:
             async for part in graph.astream(
                 _input_for(claim, shape, prior),
                 config,
-                stream_mode=["messages", "updates", "values"],
+                stream_mode=["messages", "updates", "values", *native.extra_stream_modes],
                 version="v2",
                 durability="exit",
             ):
                 kind, data = part["type"], part["data"]
+                if native.wanted:
+                    await native.log(part)
                 if kind == "messages":
                     chunk, _meta = data
                     text = chunk.text if isinstance(chunk, (AIMessageChunk, AIMessage)) else ""

@@ -26,6 +26,7 @@ from django.db.models.functions import Now
 
 from agentsite.agent import effects
 from agentsite.errors import (
+    GraphMismatch,
     IdempotencyConflict,
     InterruptPending,
     InterruptResolved,
@@ -44,7 +45,7 @@ from turns_app import faults
 from turns_app.checkpoints import delete_threads
 from turns_app.history import chain_ids
 from turns_app.models import AgentTurn, AgentTurnEvent
-from turns_app.types import Claim, Outcome, Replay, TurnEvent, checkpoint_thread_id
+from turns_app.types import Claim, Outcome, Replay, StartFrom, TurnEvent, checkpoint_thread_id
 from turns_app.wakeups import wake_followers, wake_runner
 
 if TYPE_CHECKING:
@@ -164,13 +165,26 @@ def turn_event_data(turn: AgentTurn) -> str:
 
 
 def turn_claim(
-    *, owner: str, key: str, request: dict[str, Any], idempotency_key: str | None
+    *,
+    owner: str,
+    key: str,
+    request: dict[str, Any],
+    idempotency_key: str | None,
+    graph: str | None = None,
+    start_from: StartFrom | None = None,
 ) -> Claim | Replay:
     """Step 1. Resolves the idempotency key, expires a dead active turn, and
     inserts a `pending` turn holding the session's lease. Raises `SessionBusy`
     when a live turn holds the session (the caller decides whether to wait),
     `InterruptPending` for a message while the graph waits for a resume and
-    `InterruptResolved` for a resume with nothing to resume."""
+    `InterruptResolved` for a resume with nothing to resume.
+
+    `graph`: the graph the caller means to run; a session whose epoch has no
+    finished turn yet switches to it, any other refuses (`GraphMismatch`).
+    `start_from`: the committed state the turn starts from, when it is not
+    the session's current one — the session is rewound to it in this same
+    transaction (as `session_rewind` would), so no other write can come
+    between the rewind and the turn (edit / regenerate)."""
     check_session_key(key)
     digest = request_digest(request)
     resume = "resume" in request
@@ -191,6 +205,13 @@ def turn_claim(
                 raise TurnInProgress()
         if session.has_live_turn(session.db_now):
             raise SessionBusy()
+        if graph is not None and graph != session.graph:
+            _switch_graph(session, graph)
+        if start_from is not None and (start_from.turn_id, start_from.version) != (
+            session.head_turn_id,
+            session.version,
+        ):
+            _rewind_locked(session, _history_turn(session, start_from.turn_id))
         if resume and session.interrupt is None:
             raise InterruptResolved()
         if not resume and session.interrupt is not None:
@@ -235,6 +256,15 @@ def turn_claim(
         head_values=head_values,
         interrupt=session.interrupt if resume else None,
     )
+
+
+def _switch_graph(session: AgentSession, graph: str) -> None:
+    """Call with the session locked. A session runs one graph per epoch:
+    only one whose epoch has no finished turn yet may take another."""
+    if AgentTurn.objects.filter(session=session, epoch=session.epoch, status__in=FINISHED).exists():
+        raise GraphMismatch(f"this session runs the graph {session.graph!r}, not {graph!r}")
+    session.graph = graph
+    session.save(update_fields=["graph", "updated_at"])
 
 
 def events_append(*, turn_id: UUID, events: list[TurnEvent]) -> bool:
@@ -532,20 +562,31 @@ def session_rewind(*, owner: str, key: str, turn_id: UUID | None, expected_versi
         if session.has_live_turn(session.db_now):
             raise SessionBusy()
         target = _history_turn(session, turn_id)
-        chain = chain_ids(session.head_turn_id)
-        if target is not None and target.id not in chain:
+        if target is not None and target.id not in chain_ids(session.head_turn_id):
             raise TurnNotFound("the turn is not on the way to the session's current state")
-        kept = set(chain_ids(target.id)) if target is not None else set()
-        AgentTurn.objects.filter(pk__in=[t for t in chain if t not in kept]).update(superseded_at=session.db_now)
-        if session.interrupt is not None:
-            delete_threads([session.interrupt["thread_id"]])
-        session.head_turn_id = target.id if target is not None else None
-        session.fields = (target.fields if target is not None else None) or {}
-        session.stage = (target.stage if target is not None else None) or session.DEFAULT_STAGE
-        session.interrupt = None
-        session.version += 1
-        session.save(update_fields=["head_turn_id", "fields", "stage", "interrupt", "version", "updated_at"])
+        _rewind_locked(session, target)
         return session
+
+
+def _rewind_locked(session: AgentSession, target: AgentTurn | None) -> None:
+    """Call with the session locked and no live turn on it. The session's
+    state becomes the one just after `target` (None: the start), which may
+    be on another branch of the epoch's history: the turns on the way to the
+    old head and not to the new one are marked superseded, those on the way
+    to the new one no longer are. A pause left behind is dropped with its
+    checkpoints; the version moves on."""
+    old = set(chain_ids(session.head_turn_id))
+    new = set(chain_ids(target.id)) if target is not None else set()
+    AgentTurn.objects.filter(pk__in=old - new).update(superseded_at=session.db_now)
+    AgentTurn.objects.filter(pk__in=new, superseded_at__isnull=False).update(superseded_at=None)
+    if session.interrupt is not None:
+        delete_threads([session.interrupt["thread_id"]])
+    session.head_turn_id = target.id if target is not None else None
+    session.fields = (target.fields if target is not None else None) or {}
+    session.stage = (target.stage if target is not None else None) or session.DEFAULT_STAGE
+    session.interrupt = None
+    session.version += 1
+    session.save(update_fields=["head_turn_id", "fields", "stage", "interrupt", "version", "updated_at"])
 
 
 def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) -> AgentSession:

@@ -25,6 +25,16 @@ class Replay:
 
 
 @dataclass(frozen=True)
+class StartFrom:
+    """A committed state a turn starts from instead of the session's
+    current one: just after `turn_id` (None: the start) at session
+    `version` (a state the session was in)."""
+
+    turn_id: UUID | None
+    version: int
+
+
+@dataclass(frozen=True)
 class Claim:
     """What a run needs, copied out of the locked rows."""
 

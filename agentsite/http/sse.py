@@ -50,6 +50,9 @@ class SseConsumer(AsyncHttpConsumer):
     `http.disconnect` (channels #1249). `stream()` reads it itself, racing
     the events against it."""
 
+    # Seconds between keep-alive comments; None: KEEPALIVE_SECONDS.
+    keepalive_seconds: float | None = None
+
     async def __call__(self, scope, receive, send):
         self._receive = receive
         self._body_size = 0
@@ -107,7 +110,8 @@ class SseConsumer(AsyncHttpConsumer):
         pending = asyncio.ensure_future(anext(events))
         try:
             while True:
-                done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
+                interval = KEEPALIVE_SECONDS if self.keepalive_seconds is None else self.keepalive_seconds
+                done, _ = await asyncio.wait({pending}, timeout=interval)
                 if not done:
                     await self.send_body(KEEPALIVE, more_body=True)
                     continue

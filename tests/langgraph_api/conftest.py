@@ -1,0 +1,1 @@
+from tests.system.server import servers  # noqa: F401  (the fixture, for the SDK tests)
