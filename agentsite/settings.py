@@ -147,7 +147,10 @@ SQLITE_OPTIONS = {
 
 
 def _database_from_url(url: str) -> dict:
-    config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
+    # No health check per checkout (a round trip on every step, issue 12):
+    # agentsite.asyncdb.db retries a step whose connection died in the pool
+    # before it did anything.
+    config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=False)
     engine = config["ENGINE"]
     if engine == "django.db.backends.sqlite3":
         name = Path(config["NAME"])
@@ -218,6 +221,10 @@ AGENT_OFFLINE_TOKEN_DELAY_MS = env_number("AGENT_OFFLINE_TOKEN_DELAY_MS", 0)
 AGENT_MODEL_TIMEOUT_SECONDS = env_number("AGENT_MODEL_TIMEOUT_SECONDS", 120, minimum=0.01)
 AGENT_TURN_LEASE_SECONDS = env_number("AGENT_TURN_LEASE_SECONDS", 30, minimum=0.05)
 AGENT_SESSION_WAIT_SECONDS = env_number("AGENT_SESSION_WAIT_SECONDS", 5)
+# How long a server trusts an API key it found valid before asking the
+# database again (sessions_app.key_cache); 0 asks every request. A key
+# revoked on another process keeps working here that long at most.
+AGENT_API_KEY_CACHE_SECONDS = env_number("AGENT_API_KEY_CACHE_SECONDS", 5, minimum=0)
 AGENT_ON_DISCONNECT = env_choice("AGENT_ON_DISCONNECT", "continue", {"continue", "cancel"})
 AGENT_DB_POOL_SIZE = env_number("AGENT_DB_POOL_SIZE", 5, cast=int, minimum=1)
 # The conversations of recent sessions, kept as message objects so the next

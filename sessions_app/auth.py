@@ -11,8 +11,9 @@ from ninja.security import HttpBearer
 
 from agentsite.asyncdb import db
 from agentsite.errors import Unauthorized
+from sessions_app import key_cache
 from sessions_app.models import ApiKey
-from sessions_app.services import api_key_authenticate
+from sessions_app.services import api_key_authenticate, hash_api_key
 
 
 def bearer_token(headers: Mapping[str, str]) -> str:
@@ -25,7 +26,18 @@ def bearer_token(headers: Mapping[str, str]) -> str:
 
 
 async def authenticate(headers: Mapping[str, str]) -> ApiKey:
-    return await db(api_key_authenticate, raw=bearer_token(headers))
+    return await authenticate_key(bearer_token(headers))
+
+
+async def authenticate_key(raw: str) -> ApiKey:
+    """The key's row: from `key_cache` when it was seen valid lately, else
+    from the database (and then cached)."""
+    cached = key_cache.get(hash_api_key(raw)) if raw and len(raw) <= 200 else None
+    if cached is not None:
+        return cached
+    key = await db(api_key_authenticate, raw=raw)
+    key_cache.put(key)
+    return key
 
 
 class ApiKeyAuth(HttpBearer):

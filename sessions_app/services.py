@@ -31,6 +31,7 @@ from agentsite.errors import (
     ValidationFailed,
     VersionConflict,
 )
+from sessions_app import key_cache
 from sessions_app.models import AgentSession, ApiKey
 from sessions_app.selectors import check_session_key, session_get_including_deleted
 from sessions_app.signals import session_deleting
@@ -75,6 +76,7 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     if api_key.revoked_at is None:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
+    key_cache.forget(api_key.key_hash)
     return api_key
 
 
@@ -123,15 +125,17 @@ def session_lock(
     key: str | None = None,
     session_id: uuid.UUID | None = None,
     include_deleted: bool = False,
+    reads: dict[str, Any] | None = None,
 ) -> AgentSession:
     """Call inside `transaction.atomic`; takes `SELECT … FOR UPDATE` on the
     session row (by owner and key, or by id) and reads the database's clock
-    with it into `session.db_now`, for lease decisions.
+    with it into `session.db_now`, for lease decisions. `reads`: more
+    annotations (subqueries) a step needs, read in the same statement.
 
     Lock order, for every writer: the session row first, then its turns.
     Nothing locks a turn and then its session, so two writers never wait on
     each other in opposite order."""
-    qs = AgentSession.objects.select_for_update().annotate(db_now=Now())
+    qs = AgentSession.objects.select_for_update().annotate(db_now=Now(), **(reads or {}))
     qs = qs.filter(pk=session_id) if session_id is not None else qs.filter(owner=owner, key=key)
     if not include_deleted:
         qs = qs.filter(deleted_at__isnull=True)
@@ -154,21 +158,22 @@ def check_session_quota(*, owner: str) -> None:
         )
 
 
-def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
+def session_lock_or_create(*, owner: str, key: str, reads: dict[str, Any] | None = None) -> AgentSession:
     """Call inside `transaction.atomic`. Locks the owner's session with this key,
     creating it (default form, AGENT_GRAPH) when there is none and reviving
     it when it is a tombstone (its epoch was already advanced by the delete;
-    a new epoch runs the default graph)."""
+    a new epoch runs the default graph). `reads` as for `session_lock`."""
     try:
-        session = session_lock(owner=owner, key=key, include_deleted=True)
+        session = session_lock(owner=owner, key=key, include_deleted=True, reads=reads)
     except SessionNotFound:
         check_session_quota(owner=owner)
-        try:
-            with transaction.atomic():
-                AgentSession.objects.create(owner=owner, key=key, form=default_form(), graph=settings.AGENT_GRAPH)
-        except IntegrityError:
-            pass  # a concurrent first request created it; its row is ours to lock now
-        session = session_lock(owner=owner, key=key, include_deleted=True)
+        # ON CONFLICT DO NOTHING: a concurrent first request may create it
+        # first, and its row is ours to lock then (no savepoint needed).
+        AgentSession.objects.bulk_create(
+            [AgentSession(owner=owner, key=key, form=default_form(), graph=settings.AGENT_GRAPH)],
+            ignore_conflicts=True,
+        )
+        session = session_lock(owner=owner, key=key, include_deleted=True, reads=reads)
     if session.is_deleted:
         check_session_quota(owner=owner)
         session.deleted_at = None

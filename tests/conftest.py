@@ -55,6 +55,17 @@ def _clean_checkpoints(request):
 
 
 @pytest.fixture(autouse=True)
+def _forget_cached_keys():
+    """Each test's keys are its own: a row flushed by a previous test must
+    not stay valid through the process's key cache."""
+    from sessions_app import key_cache
+
+    key_cache.clear()
+    yield
+    key_cache.clear()
+
+
+@pytest.fixture(autouse=True)
 async def _close_loop_savers():
     yield
     await close_savers()

@@ -257,7 +257,7 @@ class TurnRun:
         pending = await self.log.take_unwritten()
         done_seq = self.log.next_seq
         commit = asyncio.ensure_future(
-            db(turn_commit, turn_id=self.turn_id, outcome=outcome, pending=pending, done_seq=done_seq)
+            db(turn_commit, turn_id=self.turn_id, outcome=outcome, pending=pending, done_seq=done_seq, claim=self.claim)
         )
         try:
             body = await asyncio.shield(commit)

@@ -21,7 +21,7 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max, OuterRef, Subquery
+from django.db.models import JSONField, Max, OuterRef, Subquery
 from django.db.models.functions import Now
 
 from agentsite.agent import effects
@@ -189,7 +189,7 @@ def turn_claim(
     digest = request_digest(request)
     resume = "resume" in request
     with transaction.atomic(durable=True):
-        session = session_lock_or_create(owner=owner, key=key)
+        session = session_lock_or_create(owner=owner, key=key, reads=_claim_reads())
         _expire_dead_turn(session)
         if idempotency_key is not None:
             previous = (
@@ -207,28 +207,23 @@ def turn_claim(
             raise SessionBusy()
         if graph is not None and graph != session.graph:
             _switch_graph(session, graph)
+        head_values = session.head_values
         if start_from is not None and (start_from.turn_id, start_from.version) != (
             session.head_turn_id,
             session.version,
         ):
-            _rewind_locked(session, _history_turn(session, start_from.turn_id))
+            target = _history_turn(session, start_from.turn_id)
+            _rewind_locked(session, target)
+            head_values = target.values if target is not None else None
         if resume and session.interrupt is None:
             raise InterruptResolved()
         if not resume and session.interrupt is not None:
             raise InterruptPending(details={"interrupts": session.interrupt["interrupts"]})
-        head_values = {}
-        if session.head_turn_id is not None:
-            head_values = AgentTurn.objects.filter(pk=session.head_turn_id).values_list("values", flat=True).first() or {}
-        last = (
-            AgentTurn.objects.filter(session=session, epoch=session.epoch)
-            .order_by("-number")
-            .values_list("number", flat=True)
-            .first()
-        )
+        head_values = head_values or {}
         turn = AgentTurn.objects.create(
             session=session,
             epoch=session.epoch,
-            number=(last or 0) + 1,
+            number=(session.last_number or 0) + 1,
             base_version=session.version,
             parent_id=session.head_turn_id,
             graph=session.graph,
@@ -256,6 +251,20 @@ def turn_claim(
         head_values=head_values,
         interrupt=session.interrupt if resume else None,
     )
+
+
+def _claim_reads() -> dict[str, Any]:
+    """What a claim reads besides the session, in the statement that locks
+    it (one round trip, issue 12): the head turn's carried channel values
+    and the epoch's last turn number."""
+    turns = AgentTurn.objects.filter(session=OuterRef("pk"), epoch=OuterRef("epoch"))
+    return {
+        "head_values": Subquery(
+            AgentTurn.objects.filter(pk=OuterRef("head_turn_id")).values("values")[:1],
+            output_field=JSONField(),
+        ),
+        "last_number": Subquery(turns.order_by("-number").values("number")[:1]),
+    }
 
 
 def _switch_graph(session: AgentSession, graph: str) -> None:
@@ -317,6 +326,7 @@ def turn_commit(
     outcome: Outcome,
     pending: list[TurnEvent] = (),
     done_seq: int | None = None,
+    claim: Claim | None = None,
 ) -> str:
     """Step 3. Succeeds only if the session is still at the turn's epoch and
     base version and the turn still holds a live lease; otherwise the turn is
@@ -330,7 +340,8 @@ def turn_commit(
     stale: str | None = None
     resolved_thread: str | None = None
     with transaction.atomic(durable=True):
-        locked = _lock_for_turn(turn_id)
+        locked = _lock_for_commit(claim) if claim is not None else None
+        locked = locked or _lock_for_turn(turn_id)
         if locked is None:
             # Deleted along with its session: what the run wrote is nobody's.
             delete_threads([outcome.thread_id] if outcome.checkpoint_id else [])
@@ -354,6 +365,39 @@ def turn_commit(
             logger.exception("could not drop the checkpoints of %s; the sweep will", resolved_thread)
     faults.hit("after_commit")
     return turn.result
+
+
+def _lock_for_commit(claim: Claim) -> tuple[AgentTurn, AgentSession] | None:
+    """The commit's usual case in one statement (issue 12): lock the session
+    by the id the claim gave, and if the turn still holds it — same epoch,
+    same version, live lease — the turn is pending without reading it (a
+    turn's status changes only under its session's lock, and every change
+    frees the session), so it is rebuilt from the claim. Anything else is
+    None: the caller reads the turn and finds out why."""
+    try:
+        session = session_lock(session_id=claim.session_id, include_deleted=True)
+    except SessionNotFound:
+        return None
+    if (
+        session.is_deleted
+        or session.epoch != claim.epoch
+        or session.version != claim.base_version
+        or session.active_turn_id != claim.turn_id
+        or not session.has_live_turn(session.db_now)
+    ):
+        return None
+    turn = AgentTurn(
+        id=claim.turn_id,
+        session_id=session.id,
+        epoch=claim.epoch,
+        number=claim.number,
+        base_version=claim.base_version,
+        status=AgentTurn.Status.PENDING,
+        idempotency_key=claim.idempotency_key,
+        request=claim.request,
+    )
+    turn._state.adding = False  # an existing row: save() updates it
+    return turn, session
 
 
 def _stale_reason(turn: AgentTurn, session: AgentSession) -> str | None:

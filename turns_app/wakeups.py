@@ -1,10 +1,11 @@
 """Waking the clients that follow a turn from the event log when new events
 of it are written, on whichever process wrote them.
 
-PostgreSQL: the transaction that writes events also runs `pg_notify` (the
-payload is the turn id, never event text); each serving process LISTENs on
-one connection of its own and wakes its local followers. SQLite is one
-process by design: the write wakes followers in-process once it commits.
+PostgreSQL: a trigger on agent_turn_events notifies the turn id (never
+event text) of every insert (migration 0006), delivered when the writing
+transaction commits; each serving process LISTENs on one connection of its
+own and wakes its local followers. SQLite is one process by design: the
+write wakes followers in-process once it commits.
 A follower also re-reads the log on a timer, so a lost wake-up (a LISTEN
 connection that dropped) costs latency, never an event.
 """
@@ -34,8 +35,10 @@ READY_SECONDS = 2.0
 
 def wake_followers(turn_id: UUID) -> None:
     """Call inside the transaction that wrote events of `turn_id`: followers
-    are woken when (and only if) it commits."""
-    _notify(CHANNEL, str(turn_id))
+    are woken when (and only if) it commits. On PostgreSQL the insert's
+    trigger already did it."""
+    if not is_postgres(connection.settings_dict):
+        _notify(CHANNEL, str(turn_id))
 
 
 def wake_runner(turn_id: UUID) -> None:

@@ -8,9 +8,7 @@ from collections.abc import Mapping
 from django.http import HttpRequest
 from ninja.security import APIKeyHeader
 
-from agentsite.asyncdb import db
-from sessions_app.auth import bearer_token
-from sessions_app.services import api_key_authenticate
+from sessions_app.auth import authenticate_key, bearer_token
 
 
 def api_key_of(headers: Mapping[str, str]) -> str:
@@ -20,7 +18,7 @@ def api_key_of(headers: Mapping[str, str]) -> str:
 
 
 async def authenticate(headers: Mapping[str, str]):
-    return await db(api_key_authenticate, raw=api_key_of(headers))
+    return await authenticate_key(api_key_of(headers))
 
 
 class ProtocolAuth(APIKeyHeader):

@@ -1,0 +1,68 @@
+"""Followers of a turn's event log are woken by the write, once it commits:
+on PostgreSQL by the insert trigger on agent_turn_events (migration 0006:
+no pg_notify statement per write, issue 12), whoever inserts; on SQLite
+in-process."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+
+from tests.conftest import claim_turn, orm
+from turns_app.models import AgentTurnEvent
+from turns_app.services import events_append
+from turns_app.types import TurnEvent
+from turns_app.wakeups import subscription
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_an_event_write_wakes_the_turns_followers_after_commit(alice):
+    first, second = await claim_turn("s1", "hello"), await claim_turn("s2", "hello")
+    async with subscription(first.turn_id) as woken_first, subscription(second.turn_id) as woken_second:
+        # Rung by the claim's own `turn` event? It was written before we
+        # subscribed; start from silence.
+        assert not await woken_first.wait(0.2)
+        await orm(events_append, turn_id=first.turn_id, events=[TurnEvent(2, "delta", '{"text": "a"}')])
+        assert await woken_first.wait(5)
+        assert not await woken_second.wait(0.2)
+
+        def both_in_one_insert() -> None:
+            AgentTurnEvent.objects.bulk_create(
+                [
+                    AgentTurnEvent(turn_id=first.turn_id, seq=3, event="delta", data='{"text": "b"}'),
+                    AgentTurnEvent(turn_id=second.turn_id, seq=2, event="delta", data='{"text": "c"}'),
+                ]
+            )
+            from turns_app.wakeups import wake_followers
+
+            wake_followers(first.turn_id)
+            wake_followers(second.turn_id)
+
+        await orm(both_in_one_insert)
+        assert await woken_first.wait(5) and await woken_second.wait(5)
+
+
+async def test_a_write_that_rolls_back_wakes_nobody(alice):
+    claimed = await claim_turn("s1", "hello")
+    async with subscription(claimed.turn_id) as woken:
+
+        def rolled_back() -> None:
+            with transaction.atomic():
+                AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=2, event="delta", data="{}")
+                from turns_app.wakeups import wake_followers
+
+                wake_followers(claimed.turn_id)
+                raise RuntimeError("rolled back")
+
+        with pytest.raises(RuntimeError):
+            await orm(rolled_back)
+        assert not await woken.wait(0.5)
+
+
+@pytest.mark.postgres_only
+async def test_on_postgresql_any_insert_notifies_even_without_the_service(alice):
+    claimed = await claim_turn("s1", "hello")
+    async with subscription(claimed.turn_id) as woken:
+        await orm(lambda: AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=2, event="delta", data="{}"))
+        assert await woken.wait(5)
