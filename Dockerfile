@@ -22,9 +22,9 @@ COPY . .
 
 # collectstatic needs settings to load; the key, database and data dir here are
 # throwaway build-time values and never reach the running container.
-# daphne does not serve static files: with DEBUG=false the admin's CSS/JS under
-# STATIC_URL (/static/) must be served from STATIC_ROOT by a reverse proxy.
-# The code stays root-owned; only data/ is writable by the service user.
+# The app serves /static/ itself (WhiteNoise); collecting at build time gives
+# it the gzip copies. The code stays root-owned; only data/ is writable by the
+# service user.
 RUN SECRET_KEY=build-only-not-a-secret DEBUG=false \
     DATABASE_URL=sqlite:////tmp/agentsite-build/build.sqlite3 \
     AGENT_DATA_DIR=/tmp/agentsite-build \

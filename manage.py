@@ -1,21 +1,21 @@
 #!/usr/bin/env python
-"""Django's command-line utility for administrative tasks."""
-import os
+"""Django's command-line utility, through agentsite.cli (start-up trouble
+is told in one line instead of a traceback)."""
 import sys
 
 
 def main():
-    """Run administrative tasks."""
-    os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'agentsite.settings')
     try:
-        from django.core.management import execute_from_command_line
+        import django  # noqa: F401
     except ImportError as exc:
         raise ImportError(
             "Couldn't import Django. Are you sure it's installed and "
             "available on your PYTHONPATH environment variable? Did you "
             "forget to activate a virtual environment?"
         ) from exc
-    execute_from_command_line(sys.argv)
+    from agentsite.cli import main as agentsite_main
+
+    agentsite_main(sys.argv)
 
 
 if __name__ == '__main__':

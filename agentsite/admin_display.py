@@ -36,8 +36,24 @@ def display_value(value: Any) -> str:
     return str(value)
 
 
-def when(moment) -> str:
-    return date_format(localtime(moment), "DATETIME_FORMAT") if moment else "—"
+# Compact and sortable; the locale's "Nov. 30, 2026, 8:04 p.m." wraps in a
+# 1280 px table column.
+WHEN_FORMAT = "Y-m-d H:i:s"
+
+
+def clipped(value: str | None, limit: int) -> str:
+    """A long value cut to `limit` characters with "…", whole in the tooltip:
+    a 255-character session key must not widen a list past the screen."""
+    if not value:
+        return "—" if value is None else ""
+    if len(value) <= limit:
+        return value
+    return format_html('<span title="{}">{}…</span>', value, value[: limit - 1])
+
+
+def when(moment, *, seconds: bool = True) -> str:
+    """`seconds=False` for list columns, where every pixel of width counts."""
+    return date_format(localtime(moment), WHEN_FORMAT if seconds else WHEN_FORMAT[:-2]) if moment else "—"
 
 
 def html_table(headers: list[str], rows: list[list[Any]], empty: str) -> str:

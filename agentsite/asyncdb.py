@@ -19,6 +19,7 @@ import psycopg_pool
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, OperationalError, close_old_connections, connection
 
+from agentsite import metrics
 from agentsite.agent.checkpointer import CheckpointerUnavailable
 from agentsite.database import database_settings
 from agentsite.errors import ApiError, SessionBusy, StorageUnavailable
@@ -135,13 +136,21 @@ async def db(fn: Callable[..., T], /, **kwargs: Any) -> T:
 async def retry_while_busy(fn: Callable[..., T], /, **kwargs: Any) -> T:
     """`db(fn)`, retried while it answers `session_busy`, for up to
     AGENT_SESSION_WAIT_SECONDS; then the `session_busy` goes to the client."""
-    deadline = time.monotonic() + settings.AGENT_SESSION_WAIT_SECONDS
+    started = time.monotonic()
+    deadline = started + settings.AGENT_SESSION_WAIT_SECONDS
     delay = 0.02
+    waited = False
     while True:
         try:
-            return await db(fn, **kwargs)
+            result = await db(fn, **kwargs)
         except SessionBusy:
             if time.monotonic() + delay > deadline:
+                metrics.session_busy_wait(started, acquired=False)
                 raise
+            waited = True
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.25)
+            continue
+        if waited:
+            metrics.session_busy_wait(started, acquired=True)
+        return result

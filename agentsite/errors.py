@@ -41,6 +41,7 @@ class ErrorCode(StrEnum):
     # Why a turn was aborted, as its `error` event and the turn log say.
     LEASE_EXPIRED = "lease_expired"
     SERVER_RESTARTED = "server_restarted"
+    SERVER_SHUTDOWN = "server_shutdown"
     # Answered by the HTTP edge (agentsite.http), before any endpoint runs.
     FORBIDDEN = "forbidden"
     DISALLOWED_HOST = "disallowed_host"
@@ -157,6 +158,10 @@ class TurnCancelled(ApiError):
     default_message = "the turn was cancelled; nothing was committed"
 
 
+class NotFound(ApiError):
+    code, status, default_message = ErrorCode.NOT_FOUND, 404, "nothing here"
+
+
 class MethodNotAllowed(ApiError):
     code, status, default_message = ErrorCode.METHOD_NOT_ALLOWED, 405, "method not allowed"
 
@@ -167,6 +172,14 @@ class InternalError(ApiError):
 
 class PayloadTooLarge(ApiError):
     code, status, default_message = ErrorCode.PAYLOAD_TOO_LARGE, 413, "the request body is too large"
+
+
+class ServerShutdown(ApiError):
+    """The process is stopping: a new turn is refused, and a turn still
+    running when the grace period ends is aborted with this."""
+
+    code, status = ErrorCode.SERVER_SHUTDOWN, 503
+    default_message = "the server is shutting down; nothing was committed, retry with the same key"
 
 
 class InterruptPending(ApiError):

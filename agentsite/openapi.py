@@ -93,6 +93,8 @@ CHAT = {
     ],
     422: [ErrorCode.VALIDATION_ERROR, ErrorCode.INVALID_SESSION_KEY, ErrorCode.INVALID_IDEMPOTENCY_KEY],
     429: [ErrorCode.TOO_MANY_SESSIONS],
+    # A chat sent to (or still running on) a server that is stopping.
+    503: [ErrorCode.STORAGE_UNAVAILABLE, ErrorCode.SERVER_SHUTDOWN],
 }
 ERRORS: dict[str, dict[int, list[ErrorCode]]] = {
     "post /api/sessions": {
@@ -176,7 +178,8 @@ SSE_DESCRIPTION = (
     "replayed), `event:` and JSON `data:`: `turn`, then `delta`, `fields`, `tool_call`, "
     "`tool_result` as the graph produces them, `interrupt` when it pauses, then exactly one of "
     "`done` (the JSON chat answer) or `error` (the error object; besides the chat's codes, "
-    "`lease_expired` or `server_restarted` when the process running the turn died). Errors "
+    "`lease_expired` or `server_restarted` when the process running the turn died, "
+    "`server_shutdown` when it was stopped and the turn ran past its grace period). Errors "
     "before the stream starts are plain JSON with their status."
 )
 # One event, as SSE clients (and OpenAPI 3.2's itemSchema) see it.

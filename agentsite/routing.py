@@ -7,6 +7,7 @@ from django.core.asgi import get_asgi_application
 from django.urls import re_path
 
 from agentsite.http.edge import Edge
+from agentsite.http.inflight import requests
 
 
 def build_application():
@@ -46,5 +47,6 @@ def build_application():
             )
         }
     )
-    # The edge wraps everything: consumers, API, admin and chat page alike.
-    return Edge(router)
+    # The edge wraps everything: consumers, API, admin and chat page alike;
+    # counted, so a graceful stop can wait for the responses in flight.
+    return requests.track(Edge(router))

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
+import re
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from agentsite.database import CONNECT_TIMEOUT_SECONDS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(os.environ.get("AGENT_DATA_DIR", BASE_DIR / "data"))
+DEFAULT_DATA_DIR = BASE_DIR / "data"
+DATA_DIR = Path(os.environ.get("AGENT_DATA_DIR") or DEFAULT_DATA_DIR)
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -65,6 +69,32 @@ CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
 
+# --- HTTPS (off by default: `make run` is plain HTTP on loopback) ------------------
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto` (value `https`) or `Header-Name:value`: the header
+    a TLS-terminating proxy sets. Only for a proxy that sets or strips it on
+    every request: anyone reaching the app past it could claim HTTPS."""
+    raw = (os.environ.get(name) or "").strip()
+    if not raw:
+        return None
+    header, _, value = raw.partition(":")
+    if not re.fullmatch(r"[A-Za-z0-9-]+", header.strip()):
+        raise ImproperlyConfigured(f"{name} must be a header name like X-Forwarded-Proto, got {raw!r}")
+    return "HTTP_" + header.strip().upper().replace("-", "_"), value.strip() or "https"
+
+
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# A load balancer's health probe speaks plain HTTP to the app.
+SECURE_REDIRECT_EXEMPT = [r"^api/health$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_SECONDS = env_number("SECURE_HSTS_SECONDS", 0, cast=int)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+
 INSTALLED_APPS = [
     # daphne first: it replaces runserver with an ASGI server that can stream.
     "daphne",
@@ -86,6 +116,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files before the rest: a stylesheet needs no session or CSRF.
+    "agentsite.http.static.AsyncWhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -133,6 +165,10 @@ WSGI_APPLICATION = None
 
 DEFAULT_SQLITE_PATH = DATA_DIR / "agentsite.sqlite3"
 DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{DEFAULT_SQLITE_PATH}"
+DATABASE_URL_FORMS = (
+    "postgres://USER:PASSWORD@HOST:5432/NAME, or sqlite:////absolute/path/to/file.sqlite3 "
+    "(unset: the SQLite file data/agentsite.sqlite3)"
+)
 
 # Measured (FIELD-NOTES): Django's deferred transactions lose the write lock
 # race against the checkpointer's own connection; IMMEDIATE + WAL + a long
@@ -146,11 +182,22 @@ SQLITE_OPTIONS = {
 }
 
 
+def _masked(url: str) -> str:
+    return re.sub(r"(//[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
 def _database_from_url(url: str) -> dict:
     # No health check per checkout (a round trip on every step, issue 12):
     # agentsite.asyncdb.db retries a step whose connection died in the pool
     # before it did anything.
-    config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=False)
+    try:
+        config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=False)
+    except ValueError:
+        config = None
+    if not config or not config.get("ENGINE"):
+        raise ImproperlyConfigured(
+            f"DATABASE_URL={_masked(url)!r} is not a database URL: use {DATABASE_URL_FORMS}."
+        )
     engine = config["ENGINE"]
     if engine == "django.db.backends.sqlite3":
         name = Path(config["NAME"])
@@ -159,19 +206,34 @@ def _database_from_url(url: str) -> dict:
                 "DATABASE_URL must name an SQLite file: the checkpointer shares it "
                 "through its own connection, which an in-memory database cannot do."
             )
-        # "Created on first run": sqlite3 makes the file, not its folder.
-        name.parent.mkdir(parents=True, exist_ok=True)
+        if name == DEFAULT_SQLITE_PATH and DATA_DIR == DEFAULT_DATA_DIR:
+            # A fresh clone has no data/ (git-ignores it): created on first run.
+            name.parent.mkdir(parents=True, exist_ok=True)
+        elif not name.parent.is_dir():
+            # sqlite3 would make the file anywhere it can: a typo in the path
+            # must not become a new, empty database.
+            raise ImproperlyConfigured(
+                f"the SQLite file {name} is in a folder that does not exist ({name.parent}): "
+                "create the folder, or fix DATABASE_URL / AGENT_DATA_DIR."
+            )
         config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
         # The checkpointer opens the test database by name, so it must be a file.
         config["TEST"] = {"NAME": str(name.with_name(f"test_{name.name}"))}
     elif engine in {"django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis"}:
+        if not config.get("NAME"):
+            raise ImproperlyConfigured(
+                f"DATABASE_URL={_masked(url)!r} names no database: use {DATABASE_URL_FORMS}."
+            )
+        options = config.setdefault("OPTIONS", {})
+        # libpq waits for a dead host as long as the OS lets it (minutes).
+        options.setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
         # Django's psycopg pool: protocol steps run on worker threads and
         # close their connection after each step (CONN_MAX_AGE=0, as ASGI
         # wants); the pool makes that close/open cheap. `timeout`: while the
         # database is away, getconn() waits this long before the request
         # fails with 503 (psycopg_pool's default is 30 s); the same bound as
         # the checkpointer's pool.
-        config.setdefault("OPTIONS", {}).setdefault(
+        options.setdefault(
             "pool",
             {
                 "min_size": 1,
@@ -181,7 +243,8 @@ def _database_from_url(url: str) -> dict:
         )
     else:
         raise ImproperlyConfigured(
-            f"DATABASE_URL selects {engine}; agentsite supports PostgreSQL and SQLite only."
+            f"DATABASE_URL selects {engine}; agentsite supports PostgreSQL and SQLite only: "
+            f"use {DATABASE_URL_FORMS}."
         )
     return config
 
@@ -230,6 +293,15 @@ AGENT_DB_POOL_SIZE = env_number("AGENT_DB_POOL_SIZE", 5, cast=int, minimum=1)
 # The conversations of recent sessions, kept as message objects so the next
 # turn does not rebuild them from the database (an estimate of bytes held).
 AGENT_CONVERSATION_CACHE_BYTES = env_number("AGENT_CONVERSATION_CACHE_BYTES", 64 * 2**20, cast=int)
+# Periodic maintenance in the server (turns_app.maintenance); 0: off.
+AGENT_MAINTENANCE_INTERVAL_SECONDS = env_number("AGENT_MAINTENANCE_INTERVAL_SECONDS", 300)
+# Delete sessions nobody wrote to for this many days (0: never).
+AGENT_SESSION_IDLE_DAYS = env_number("AGENT_SESSION_IDLE_DAYS", 0)
+# Remove tombstones deleted this many days ago (0: keep them forever).
+AGENT_TOMBSTONE_DAYS = env_number("AGENT_TOMBSTONE_DAYS", 30)
+# On SIGTERM/SIGINT, how long running turns get to finish before they are
+# aborted with `server_shutdown` (agentsite.graceful_stop).
+AGENT_SHUTDOWN_GRACE_SECONDS = env_number("AGENT_SHUTDOWN_GRACE_SECONDS", 20)
 # A finished turn's whole stream is kept this long, then compacted to its
 # `turn` and final events (which carry the outcome).
 AGENT_EVENT_RETENTION_SECONDS = env_number("AGENT_EVENT_RETENTION_SECONDS", 3600)
@@ -274,11 +346,38 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+# The app serves its own static files (WhiteNoise), DEBUG or not, whether or
+# not `collectstatic` ran: from STATIC_ROOT when it did (with gzip copies),
+# else straight from the apps' static folders, indexed once at start-up.
+WHITENOISE_USE_FINDERS = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # No manifest: a process that never ran collectstatic still renders pages.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# Prometheus metrics at /metrics: off unless a token is set; the scraper
+# sends `Authorization: Bearer <token>`.
+AGENT_METRICS_TOKEN = os.environ.get("AGENT_METRICS_TOKEN", "")
+
+# `text` for people, `json` (one object per line) for a log pipeline.
+LOG_FORMAT = env_choice("LOG_FORMAT", "text", {"text", "json"})
+LOG_FORMATTERS = {
+    "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    "json": {
+        "()": "pythonjsonlogger.json.JsonFormatter",
+        "fmt": "%(levelname)s %(name)s %(message)s",
+        "timestamp": "time",  # ISO 8601, UTC
+        "rename_fields": {"levelname": "level", "name": "logger"},
+        "json_ensure_ascii": False,
+    },
+}
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"main": LOG_FORMATTERS[LOG_FORMAT]},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "main"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         # Django's default config gives "django" a console handler of its own.

@@ -8,14 +8,17 @@ import logging
 import os
 from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
-from django.db.migrations.executor import MigrationExecutor
 
+from agentsite import graceful_stop
 from agentsite.agent.checkpointer import close_savers
 from agentsite.agent.registry import check_registry
-from agentsite.database import is_postgres
+from agentsite.database import explain_connect_error, is_postgres, migration_problem, probe_database
+from agentsite.logs import route_daphne_access_log
 from turns_app.checkpoints import schema_problem
+from turns_app.maintenance import maintenance
 from turns_app.services import turns_abort_pending
 from turns_app.wakeups import stop_listening
 
@@ -29,22 +32,12 @@ class StartupError(ImproperlyConfigured):
 
 
 def check_database() -> None:
-    connection = connections[DEFAULT_DB_ALIAS]
+    settings_dict = connections[DEFAULT_DB_ALIAS].settings_dict
+    probe_database(settings_dict)
     try:
-        plan = MigrationExecutor(connection).migration_plan(
-            MigrationExecutor(connection).loader.graph.leaf_nodes()
-        )
+        problem = migration_problem() or schema_problem()
     except OperationalError as exc:
-        raise StartupError(
-            f"cannot reach the database ({connection.settings_dict['ENGINE']}): {exc}. "
-            "Check DATABASE_URL."
-        ) from exc
-    if plan:
-        raise StartupError(
-            f"the database has {len(plan)} unapplied migration(s): "
-            "run `python manage.py migrate` first"
-        )
-    problem = schema_problem()
+        raise StartupError(explain_connect_error(exc, settings_dict)) from exc
     if problem is not None:
         raise StartupError(problem)
     check_registry()
@@ -76,8 +69,10 @@ def lock_sqlite_file() -> None:
 
 
 async def close_connections() -> None:
-    """What this process holds open on its event loop: the checkpointer's
-    pool and the turn-event LISTEN connection."""
+    """What this process holds open on its event loop: the maintenance task
+    and its lock, the checkpointer's pool and the turn-event LISTEN
+    connection."""
+    await maintenance.stop()
     await stop_listening()
     await close_savers()
 
@@ -99,7 +94,21 @@ def install_shutdown_hook() -> None:
     reactor.addSystemEventTrigger("before", "shutdown", close)
 
 
+def start_maintenance() -> None:
+    """The periodic maintenance runs on the server's event loop once it runs
+    (daphne has no ASGI lifespan to start it from)."""
+    import sys
+
+    if "twisted.internet.reactor" not in sys.modules:
+        return
+    from twisted.internet import reactor
+
+    reactor.callWhenRunning(reactor.callLater, 0, maintenance.start)
+
+
 def prepare_serving() -> None:
+    if settings.LOG_FORMAT == "json":
+        route_daphne_access_log()
     check_database()
     if not is_postgres(connections[DEFAULT_DB_ALIAS].settings_dict):
         lock_sqlite_file()
@@ -108,3 +117,5 @@ def prepare_serving() -> None:
             logger.warning("aborted %d turn(s) left pending by a previous server", aborted)
     connections.close_all()
     install_shutdown_hook()
+    graceful_stop.install()
+    start_maintenance()

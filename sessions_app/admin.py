@@ -42,7 +42,7 @@ class ApiKeyAddForm(forms.ModelForm):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ("masked_key", "owner", "created_at", "last_used_at", "key_state")
+    list_display = ("masked_key", "owner", "created", "last_used", "key_state")
     list_filter = (KeyStateFilter,)
     search_fields = ("prefix", "owner")
     ordering = ("-created_at",)
@@ -67,6 +67,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.display(description="key", ordering="prefix")
     def masked_key(self, key: ApiKey) -> str:
         return f"{API_KEY_PREFIX}{key.prefix}_…"
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, key: ApiKey) -> str:
+        return when(key.created_at, seconds=False)
+
+    @admin.display(description="last used", ordering="last_used_at")
+    def last_used(self, key: ApiKey) -> str:
+        return when(key.last_used_at, seconds=False)
 
     @admin.display(description="state", ordering="revoked_at")
     def key_state(self, key: ApiKey) -> str:

@@ -3,5 +3,5 @@ from django.apps import AppConfig
 
 class SessionsAppConfig(AppConfig):
     name = "sessions_app"
-    verbose_name = "Agent sessions"
+    verbose_name = "Sessions and API keys"
     default_auto_field = "django.db.models.BigAutoField"

@@ -80,6 +80,13 @@ class AgentSession(models.Model):
         ]
         indexes = [
             models.Index(fields=["owner", "-updated_at"], name="agent_session_owner_recent"),
+            # The periodic maintenance: idle sessions to expire, old tombstones.
+            models.Index(
+                fields=["updated_at"], condition=Q(deleted_at__isnull=True), name="agent_session_live_idle"
+            ),
+            models.Index(
+                fields=["deleted_at"], condition=Q(deleted_at__isnull=False), name="agent_session_tombstones"
+            ),
         ]
 
     def __str__(self) -> str:

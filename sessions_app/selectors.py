@@ -114,3 +114,21 @@ def pending_interrupt_threads() -> list[str]:
         for interrupt in AgentSession.objects.filter(interrupt__isnull=False).values_list("interrupt", flat=True)
         if interrupt and interrupt.get("thread_id")
     ]
+
+
+def sessions_idle_since(cutoff, *, limit: int) -> list:
+    """Ids of live sessions last written before `cutoff`, oldest first."""
+    return list(
+        AgentSession.objects.filter(deleted_at__isnull=True, updated_at__lt=cutoff)
+        .order_by("updated_at")
+        .values_list("id", flat=True)[:limit]
+    )
+
+
+def tombstones_older_than(cutoff, *, limit: int) -> list:
+    """Ids of sessions deleted before `cutoff`, oldest first."""
+    return list(
+        AgentSession.objects.filter(deleted_at__lt=cutoff)
+        .order_by("deleted_at")
+        .values_list("id", flat=True)[:limit]
+    )

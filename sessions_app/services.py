@@ -11,6 +11,7 @@ import json
 import secrets
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -33,7 +34,12 @@ from agentsite.errors import (
 )
 from sessions_app import key_cache
 from sessions_app.models import AgentSession, ApiKey
-from sessions_app.selectors import check_session_key, session_get_including_deleted
+from sessions_app.selectors import (
+    check_session_key,
+    session_get_including_deleted,
+    sessions_idle_since,
+    tombstones_older_than,
+)
 from sessions_app.signals import session_deleting
 
 API_KEY_PREFIX = "ask_"
@@ -285,17 +291,58 @@ def session_set_fields(
         return FieldsUpdate(session=session, changes=changes)
 
 
-def session_delete(*, session_id: uuid.UUID) -> AgentSession:
+def session_delete(
+    *, session_id: uuid.UUID, idle_before: datetime | None = None
+) -> AgentSession | None:
     """Delete a session, keeping a tombstone: epoch + 1 (fences any running
     turn), version kept, the conversation's columns cleared. Receivers of
     `session_deleting` (turns_app: turns and checkpoint threads) purge in the
     same transaction, so the purge and the tombstone commit together or not
-    at all. Deleting a tombstone succeeds and purges what a late run wrote."""
+    at all. Deleting a tombstone succeeds and purges what a late run wrote.
+
+    `idle_before` (the idle-session expiry): delete only a live session last
+    written before then, checked under the lock, so a session used since it
+    was picked is kept; returns None when it is kept."""
     with transaction.atomic(durable=True):
         session = session_lock(session_id=session_id, include_deleted=True)
+        if idle_before is not None and (session.is_deleted or session.updated_at >= idle_before):
+            return None
         session_deleting.send(sender=AgentSession, session=session)
         session.tombstone(session.db_now)
         return session
+
+
+def sessions_expire_idle(*, days: float, limit: int) -> int:
+    """Delete (through `session_delete`: tombstone and purge) up to `limit`
+    live sessions nobody wrote to for `days`. Returns how many."""
+    cutoff = timezone.now() - timedelta(days=days)
+    expired = 0
+    for session_id in sessions_idle_since(cutoff, limit=limit):
+        if session_delete(session_id=session_id, idle_before=cutoff) is not None:
+            expired += 1
+    return expired
+
+
+def tombstones_remove(*, days: float, limit: int) -> int:
+    """Remove up to `limit` tombstones deleted more than `days` ago, row and
+    all: after that the key is unknown (a DELETE answers 404) and a new
+    session with it starts at epoch 1, version 0. `session_deleting` runs
+    first, in the same transaction, so a late run's leftovers go too.
+    Returns how many."""
+    cutoff = timezone.now() - timedelta(days=days)
+    removed = 0
+    for session_id in tombstones_older_than(cutoff, limit=limit):
+        with transaction.atomic(durable=True):
+            try:
+                session = session_lock(session_id=session_id, include_deleted=True)
+            except SessionNotFound:
+                continue
+            if not session.is_deleted or session.deleted_at >= cutoff:
+                continue  # revived since it was picked
+            session_deleting.send(sender=AgentSession, session=session)
+            session.delete()
+            removed += 1
+    return removed
 
 
 def session_delete_for_owner(*, owner: str, key: str) -> AgentSession:

@@ -16,6 +16,7 @@ from turns_app.wakeups import stop_listening
 from turns_app.checkpoints import checkpoint_tables
 from agentsite.asyncdb import db
 from tests import fakes
+from tests.browser import NoChromium, chromium_path
 from tests.fakes import Script
 
 
@@ -38,6 +39,11 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    if any("browser" in item.keywords for item in items):
+        try:
+            chromium_path()  # once, before any test: found, installed, or one clear line
+        except NoChromium as missing:
+            pytest.exit(str(missing), returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.fixture(autouse=True)

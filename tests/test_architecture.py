@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agentsite", "sessions_app", "turns_app")
 # The project package's wiring: it may import the apps; nothing imports it back.
-WIRING = {"settings", "urls", "routing", "asgi", "api", "startup"}
+WIRING = {"settings", "urls", "routing", "asgi", "api", "startup", "cli", "graceful_stop"}
 
 LIBRARY, WIRING_NODE = "agentsite (library)", "agentsite (wiring)"
 ALLOWED = {

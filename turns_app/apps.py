@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class TurnsAppConfig(AppConfig):
     name = "turns_app"
-    verbose_name = "Agent turns"
+    verbose_name = "Turns"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

@@ -31,7 +31,7 @@ from agentsite.errors import (
     StorageUnavailable,
     TurnCancelled,
 )
-from turns_app import history, native_stream, wakeups
+from turns_app import history, native_stream, observability, shutdown, wakeups
 from turns_app.events import EventLog, encode
 from turns_app.graph_step import run_graph
 from turns_app.services import turn_abort, turn_claim, turn_commit, turn_renew_lease
@@ -138,6 +138,8 @@ class TurnRun:
         self._started = False
         self._keeper: LeaseKeeper | None = None
         self.task: asyncio.Task[str] | None = None
+        # Why this server cancelled the run (None: its caller did).
+        self.stop_reason: ApiError | None = None
 
     @property
     def turn_id(self) -> UUID:
@@ -148,6 +150,12 @@ class TurnRun:
         _running[self.turn_id] = self
         self.task.add_done_callback(self._finished)
         return self
+
+    def stop(self, reason: ApiError) -> None:
+        """End the run with `reason` as its error (the server is stopping)."""
+        self.stop_reason = reason
+        if self.task is not None:
+            self.task.cancel()
 
     def _finished(self, task: asyncio.Task) -> None:
         _running.pop(self.turn_id, None)
@@ -163,13 +171,14 @@ class TurnRun:
         """The graph step's events: deltas are shown at once and written in
         the next batch; the others are written before anyone sees them."""
         if event in SHOWN_BEFORE_WRITTEN:
+            observability.delta(self.turn_id)
             self.log.append(event, data)
         else:
             await self.log.append_written(event, data)
 
     async def _end_unstarted(self) -> None:
         try:
-            await self._fail(TurnCancelled())
+            await self._fail(self.stop_reason or TurnCancelled())
         finally:
             self.log.close()
 
@@ -206,7 +215,11 @@ class TurnRun:
                 raise
             raise told from error
         except asyncio.CancelledError:
-            await self._fail(TurnCancelled())
+            await self._fail(self.stop_reason or TurnCancelled())
+            if self.stop_reason is not None:
+                # Cancelled by this server, not by its caller: whoever awaits
+                # the turn (the JSON endpoint) answers with the reason.
+                raise self.stop_reason from None
             raise
         except Exception:
             logger.exception("turn %s failed", self.turn_id)
@@ -317,6 +330,7 @@ async def start_turn(
     as soon as it does, so no pending turn holds the session with nothing
     running it. A busy session is waited for (AGENT_SESSION_WAIT_SECONDS)
     unless `wait_if_busy` is off; `claim_options` go to `turn_claim`."""
+    shutdown.refuse_if_stopping()
     claim = retry_while_busy if wait_if_busy else db
     claiming = asyncio.ensure_future(
         claim(
@@ -334,8 +348,13 @@ async def start_turn(
         _in_background(_abort_orphan(claiming))
         raise
     if isinstance(claimed, Replay):
-        return claimed
-    return TurnRun(claimed).start()
+        return observability.turn_replayed(claimed, owner=owner, key=key)
+    return observability.turn_started(TurnRun(claimed).start(), owner=owner, key=key)
+
+
+def running_turns() -> list[TurnRun]:
+    """The turns this process is running now."""
+    return list(_running.values())
 
 
 async def await_turn(run: TurnRun) -> str:

@@ -15,6 +15,7 @@ from django.http import HttpRequest
 from ninja import Router, Status
 
 from agentsite.asyncdb import db
+from turns_app import shutdown
 from turns_app.checkpoints import schema_problem
 
 router = Router(tags=["health"])
@@ -36,6 +37,9 @@ def _probe() -> dict[str, str]:
 
 @router.get("/health", auth=None, response={200: dict, 503: dict})
 async def health(request: HttpRequest) -> Status:
+    if shutdown.stopping():
+        # A load balancer stops sending here while running turns finish.
+        return Status(503, {"status": "stopping", "database": "unknown", "checkpointer": "unknown"})
     try:
         checks = await asyncio.wait_for(db(_probe), PROBE_SECONDS)
     except TimeoutError:

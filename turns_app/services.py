@@ -26,6 +26,7 @@ from django.db.models.functions import Now
 
 from agentsite.agent import effects
 from agentsite.errors import (
+    ErrorCode,
     GraphMismatch,
     IdempotencyConflict,
     InterruptPending,
@@ -147,7 +148,7 @@ def _expire_dead_turn(session: AgentSession) -> bool:
         return False
     dead = AgentTurn.objects.filter(pk=session.active_turn_id).first()
     if dead is not None:
-        _abort_locked(dead, session, "lease_expired", "the turn's lease ran out")
+        _abort_locked(dead, session, str(ErrorCode.LEASE_EXPIRED), "the turn's lease ran out")
     else:
         session.release()
     return True

@@ -32,6 +32,7 @@ OPEN_TIMEOUT_SECONDS = 10.0
 class _LoopSavers:
     savers: list[BaseCheckpointSaver]
     closers: list[Any] = field(default_factory=list)
+    pool: Any = None  # PostgreSQL's connection pool, for its usage metrics
 
 
 _by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSavers]" = (
@@ -98,7 +99,9 @@ async def _open_postgres(settings_dict: dict[str, Any]) -> _LoopSavers:
         # connect_timeout and then stops.
         await asyncio.shield(pool.close(timeout=0))
         raise
-    return _LoopSavers(savers=[AsyncPostgresSaver(pool) for _ in range(size)], closers=[pool.close])
+    return _LoopSavers(
+        savers=[AsyncPostgresSaver(pool) for _ in range(size)], closers=[pool.close], pool=pool
+    )
 
 
 async def _open_sqlite(settings_dict: dict[str, Any]) -> _LoopSavers:
@@ -116,6 +119,12 @@ async def _open_sqlite(settings_dict: dict[str, Any]) -> _LoopSavers:
     # stops the saver from running its DDL script on the first request.
     saver.is_setup = True
     return _LoopSavers(savers=[saver], closers=[conn.close])
+
+
+def pool_stats() -> list[dict[str, int]]:
+    """psycopg_pool's counters of every open checkpointer pool (PostgreSQL;
+    one per event loop), for the metrics."""
+    return [entry.pool.get_stats() for entry in list(_by_loop.values()) if entry.pool is not None]
 
 
 async def close_savers() -> None:

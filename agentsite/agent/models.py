@@ -15,10 +15,17 @@ from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
 from agentsite.agent.offline import OfflineChatModel
+from agentsite.metrics import MODEL_CALLS
 
 
 def build_model(name: str | None = None) -> BaseChatModel:
-    name = name or settings.AGENT_MODEL
+    """The chat model, with the timer that feeds agentsite_model_call_seconds."""
+    model = _build(name or settings.AGENT_MODEL)
+    model.callbacks = [*(model.callbacks or []), MODEL_CALLS]
+    return model
+
+
+def _build(name: str) -> BaseChatModel:
     if name == "offline":
         return OfflineChatModel(token_delay_ms=settings.AGENT_OFFLINE_TOKEN_DELAY_MS)
     module, colon, attribute = name.partition(":")

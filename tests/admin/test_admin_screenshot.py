@@ -1,11 +1,9 @@
-"""The session page in a real browser: headless Chromium (Debian's package,
-installed by .ci/run when missing) driven by Playwright against a live
-server. Logs in through the login form, opens a session with real turns, and
-keeps the PNG as a test artifact (artifacts/admin-session.png).
+"""The session page in a real browser: headless Chromium (whichever
+tests/browser.py finds) driven by Playwright against a live server. Logs in
+through the login form, opens a session with real turns, and keeps the PNG
+as a test artifact (artifacts/admin-session.png).
 
-Playwright's own browser downloads are never used (`playwright install` is
-not run): the wheel ships only its driver, and the browser is /usr/bin/chromium.
-Its sync API refuses to run inside an event loop, so this test is sync."""
+Playwright's sync API refuses to run inside an event loop, so this test is sync."""
 
 from __future__ import annotations
 
@@ -18,7 +16,7 @@ from django.conf import settings
 from tests.admin.conftest import admin_url, session_with_turns
 from tests.browser import launch_chromium
 
-pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 ARTIFACT = Path(settings.BASE_DIR) / "artifacts" / "admin-session.png"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

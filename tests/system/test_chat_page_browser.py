@@ -1,6 +1,5 @@
 """The chat page in a real browser against a real daphne process: headless
-Chromium (Debian's /usr/bin/chromium, never `playwright install`) driven by
-Playwright. Deltas must show up live, `done` must replace them with the
+Chromium (tests/browser.py finds it) driven by Playwright. Deltas must show up live, `done` must replace them with the
 committed reply, the side panel must follow the committed version, and a
 bad key must say so. Keeps artifacts/chat-page.png.
 
@@ -18,7 +17,7 @@ from sessions_app.models import AgentSession
 from sessions_app.services import api_key_create
 from tests.browser import launch_chromium
 
-pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 ARTIFACT = Path(settings.BASE_DIR) / "artifacts" / "chat-page.png"
 SESSION = "chat-browser-1"
@@ -153,3 +152,57 @@ def test_chat_page_streams_a_turn_in_headless_chromium(servers):
 
     data = ARTIFACT.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, len(data)
+
+
+def test_new_clears_an_error_and_required_fields_are_marked(servers):
+    from playwright.sync_api import expect, sync_playwright
+
+    server = servers()
+    key = api_key_create(owner="alice")[1]
+    artifact = ARTIFACT.with_name("chat-page-fields.png")
+    artifact.unlink(missing_ok=True)
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(30_000)
+            page.goto(f"{server.url}/")
+            page.fill("#api-key", key)
+            page.fill("#session-key", "chat-fields-1")
+            send(page, "hello")
+            expect(page.locator("#session-version")).to_have_text("1")
+
+            # The default form: five required fields, two optional ones.
+            required = page.locator("#fields tr.required")
+            expect(required).to_have_count(5)
+            for name in ("name", "email", "preferred_date", "party_size", "topic"):
+                row = page.locator(f'#fields tr[data-field="{name}"]')
+                expect(row.locator("th abbr.required")).to_be_visible()
+                expect(row).to_have_class(re.compile("required-missing"))
+                expect(row.locator("td")).to_have_text("missing")
+            for name in ("phone", "notes"):
+                row = page.locator(f'#fields tr[data-field="{name}"]')
+                expect(row.locator("abbr.required")).to_have_count(0)
+                expect(row.locator("td")).to_have_text("—")
+            send(page, "Ada Lovelace")
+            expect(page.locator("#session-version")).to_have_text("2")
+            expect(page.locator('#fields tr[data-field="name"]')).not_to_have_class(re.compile("required-missing"))
+            expect(page.locator('#fields tr[data-field="name"] abbr.required')).to_be_visible()
+            page.screenshot(path=str(artifact), full_page=True)
+
+            # An error bubble, then New: a fresh session shows none of it.
+            page.fill("#api-key", "not-a-real-key")
+            send(page, "hello again")
+            expect(page.locator("#transcript .msg.error")).to_have_count(1)
+            old_session = page.input_value("#session-key")
+            page.click("#new-session")
+            expect(page.locator("#transcript .msg")).to_have_count(0)
+            expect(page.locator("#transcript .empty")).to_have_text("New session: your first message creates it.")
+            expect(page.locator("#status")).to_have_text("")
+            assert page.input_value("#session-key") != old_session
+            expect(page.locator("#fields td.missing")).to_have_text("none yet")
+            # …and stays that way (no load of the new key brings an error back).
+            page.wait_for_timeout(500)
+            expect(page.locator("#transcript .msg.error")).to_have_count(0)
+        finally:
+            browser.close()

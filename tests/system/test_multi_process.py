@@ -58,6 +58,10 @@ RETRYABLE = frozenset(
         "turn_in_progress",  # the key's turn is pending (its process lost it)
         "storage_unavailable",
         "stale_turn",  # the turn lost its lease during an outage
+        # Its process could not renew the lease while the database was away,
+        # and another request took the session first: aborted, nothing
+        # committed, the same key runs it again (README's error table).
+        "lease_expired",
         "transport",  # connection refused/reset, read timeout
         "no_outcome",  # an SSE stream that ended without done/error
     }

@@ -25,6 +25,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from agentsite.admin_display import (
+    clipped,
     display_value,
     html_table,
     light_changelist,
@@ -37,7 +38,7 @@ from sessions_app.models import AgentSession
 from sessions_app.services import session_delete, session_set_fields
 from turns_app.admin.filters import GraphFilter, LiveFilter, OwnerFilter, StageFilter
 from turns_app.admin.forms import SetFieldsForm
-from turns_app.admin.turns import AgentTurnInline
+from turns_app.admin.turns import KEY_CHARS, AgentTurnInline, turn_link_by_id
 from turns_app.checkpoints import thread_storage
 from turns_app.history import transcript
 from turns_app.selectors import turn_counts
@@ -56,17 +57,17 @@ def session_storage(session: AgentSession) -> dict[str, int]:
 @admin.register(AgentSession)
 class AgentSessionAdmin(admin.ModelAdmin):
     list_display = (
-        "key",
+        "session_key",
         "owner",
         "graph",
         "stage",
         "version",
         "epoch",
-        "turn_count",
+        "turns",
         "last_activity",
         "state_label",
     )
-    list_display_links = ("key",)
+    list_display_links = ("session_key",)
     # Closed lists (three states, the registered graphs) or text boxes (stage,
     # owner): no filter reads the table to build its sidebar.
     list_filter = (LiveFilter, GraphFilter, StageFilter, OwnerFilter)
@@ -129,16 +130,25 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
     # -- list columns ----------------------------------------------------------------------
 
+    @admin.display(description="key", ordering="key")
+    def session_key(self, session: AgentSession) -> str:
+        return clipped(session.key, KEY_CHARS)
+
+    @admin.display(description="turns", ordering="turn_count")
+    def turns(self, session: AgentSession) -> int:
+        return session.turn_count
+
     @admin.display(description="last activity", ordering="updated_at")
     def last_activity(self, session: AgentSession) -> str:
-        return when(session.updated_at)
+        return when(session.updated_at, seconds=False)
 
     @admin.display(description="state", ordering="deleted_at")
     def state_label(self, session: AgentSession) -> str:
         if not session.is_deleted:
             return "live"
+        # The time is in the tooltip (and on the page): the column stays narrow.
         return format_html(
-            '<span class="agentsite-tombstone">deleted</span> {}', when(session.deleted_at)
+            '<span class="agentsite-tombstone" title="deleted {}">deleted</span>', when(session.deleted_at)
         )
 
     # -- change page ---------------------------------------------------------------------
@@ -157,12 +167,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
     def active_turn(self, session: AgentSession) -> str:
         if not session.active_turn_id:
             return "—"
-        url = reverse("admin:turns_app_agentturn_change", args=[session.active_turn_id])
         return format_html(
-            '<a href="{}">{}</a> (lease until {})',
-            url,
-            session.active_turn_id,
-            when(session.lease_expires_at),
+            "{} (lease until {})", turn_link_by_id(session.active_turn_id), when(session.lease_expires_at)
         )
 
     @admin.display(description="fields")
@@ -228,8 +234,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
     def head_turn(self, session: AgentSession) -> str:
         if not session.head_turn_id:
             return "— (the start)"
-        url = reverse("admin:turns_app_agentturn_change", args=[session.head_turn_id])
-        return format_html('<a href="{}">{}</a>', url, session.head_turn_id)
+        return turn_link_by_id(session.head_turn_id)
 
     @admin.display(description="waiting for")
     def pending_interrupt(self, session: AgentSession) -> str:

@@ -11,12 +11,33 @@ from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentsite.admin_display import light_changelist, pretty_json, pretty_json_text, scrub
+from agentsite.admin_display import clipped, light_changelist, pretty_json, pretty_json_text, scrub, when
 from turns_app.models import AgentTurn
 
 # The inline shows this many turns, newest first; the turn list has them all.
 INLINE_TURNS_SHOWN = 100
 DIGEST_PREFIX_CHARS = 12
+# Longer keys are cut with "…" in lists (whole in the tooltip and on the page).
+KEY_CHARS = 40
+IDEMPOTENCY_KEY_CHARS = 24
+
+
+def turn_label(turn: AgentTurn) -> str:
+    """"#2 · committed": what a turn is called where its session is known."""
+    return f"#{turn.number} · {turn.status}"
+
+
+def turn_link(turn: AgentTurn) -> str:
+    url = reverse("admin:turns_app_agentturn_change", args=[turn.pk])
+    return format_html('<a href="{}">{}</a>', url, turn_label(turn))
+
+
+def turn_link_by_id(turn_id) -> str:
+    """A session's head or active turn, by its label rather than its UUID."""
+    turn = AgentTurn.objects.filter(pk=turn_id).only("id", "number", "status").first()
+    if turn is None:
+        return str(turn_id)
+    return turn_link(turn)
 
 
 def error_summary(error: Any) -> str:
@@ -55,22 +76,34 @@ class AgentTurnInline(_ReadOnly, admin.TabularInline):
     fk_name = "session"
     extra = 0
     can_delete = False
-    show_change_link = True
+    # The first column is the link: one line a turn, no title line above it.
+    show_change_link = False
     verbose_name_plural = f"Turns (newest first, at most {INLINE_TURNS_SHOWN})"
     fields = (
-        "number",
+        "turn_label",
         "epoch",
-        "status",
         "idempotency_key",
         "digest_prefix",
-        "created_at",
-        "finished_at",
+        "created",
+        "finished",
         "error_text",
     )
     readonly_fields = fields
 
     def get_queryset(self, request):
         return super().get_queryset(request).order_by("-epoch", "-number")
+
+    @admin.display(description="turn")
+    def turn_label(self, turn: AgentTurn) -> str:
+        return turn_link(turn)
+
+    @admin.display(description="created")
+    def created(self, turn: AgentTurn) -> str:
+        return when(turn.created_at)
+
+    @admin.display(description="finished")
+    def finished(self, turn: AgentTurn) -> str:
+        return when(turn.finished_at)
 
     @admin.display(description="digest")
     def digest_prefix(self, turn: AgentTurn) -> str:
@@ -83,18 +116,8 @@ class AgentTurnInline(_ReadOnly, admin.TabularInline):
 
 @admin.register(AgentTurn)
 class AgentTurnAdmin(_ReadOnly, admin.ModelAdmin):
-    list_display = (
-        "__str__",
-        "session_key",
-        "session_owner",
-        "epoch",
-        "number",
-        "status",
-        "idempotency_key",
-        "created_at",
-        "finished_at",
-    )
-    list_display_links = ("__str__",)
+    list_display = ("turn_label", "session_key", "session_owner", "epoch", "idempotency", "created")
+    list_display_links = ("turn_label",)
     list_filter = ("status",)
     list_select_related = ("session",)
     search_fields = ("session__key", "idempotency_key")
@@ -142,9 +165,37 @@ class AgentTurnAdmin(_ReadOnly, admin.ModelAdmin):
             turn.result = scrub(turn.result)
         return turn
 
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        # Named by the session's key and its number, not by ids.
+        turn = self.get_object(request, object_id)
+        if turn is not None:
+            label = turn_label(turn)
+            extra_context = {
+                **(extra_context or {}),
+                "turn_label": label,
+                "subtitle": f"{turn.session.key} {label}",
+            }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="turn", ordering="number")
+    def turn_label(self, turn: AgentTurn) -> str:
+        return turn_label(turn)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, turn: AgentTurn) -> str:
+        return when(turn.created_at, seconds=False)
+
+    @admin.display(description="finished", ordering="finished_at")
+    def finished(self, turn: AgentTurn) -> str:
+        return when(turn.finished_at)
+
     @admin.display(description="session", ordering="session__key")
     def session_key(self, turn: AgentTurn) -> str:
-        return turn.session.key
+        return clipped(turn.session.key, KEY_CHARS)
+
+    @admin.display(description="idempotency key", ordering="idempotency_key")
+    def idempotency(self, turn: AgentTurn) -> str:
+        return clipped(turn.idempotency_key, IDEMPOTENCY_KEY_CHARS)
 
     @admin.display(description="owner", ordering="session__owner")
     def session_owner(self, turn: AgentTurn) -> str:
@@ -153,7 +204,7 @@ class AgentTurnAdmin(_ReadOnly, admin.ModelAdmin):
     @admin.display(description="session")
     def session_link(self, turn: AgentTurn) -> str:
         url = reverse("admin:sessions_app_agentsession_change", args=[turn.session_id])
-        return format_html('<a href="{}">{}</a>', url, turn.session)
+        return format_html('<a href="{}">{}</a> ({})', url, turn.session.key, turn.session.owner)
 
     @admin.display(description="request")
     def request_json(self, turn: AgentTurn) -> str:

@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from agentsite.commands import MigratedDatabaseCommand
 from agentsite.errors import ApiError
 from sessions_app.services import api_key_create
 
 
-class Command(BaseCommand):
+class Command(MigratedDatabaseCommand):
     help = "Create an API key for OWNER and print it once; only its hash is stored."
 
     def add_arguments(self, parser):

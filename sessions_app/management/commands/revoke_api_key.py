@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from agentsite.commands import MigratedDatabaseCommand
 from sessions_app.models import ApiKey
 from sessions_app.services import api_key_revoke
 
 
-class Command(BaseCommand):
+class Command(MigratedDatabaseCommand):
     help = "Revoke the API key with this prefix (the part after ask_, shown when it was created)."
 
     def add_arguments(self, parser):

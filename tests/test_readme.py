@@ -1,0 +1,61 @@
+"""README stays true: every error code a client can receive is in its error
+table. Codes come from agentsite/errors.py and from the string literals the
+apps pass as an error code (a turn aborted by the server, not by a request)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from agentsite.errors import ErrorCode
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = ("agentsite", "sessions_app", "turns_app")
+# Functions whose positional argument at this index is an error code.
+CODE_ARGUMENT = {"_abort_locked": 2}
+
+
+def literal_codes() -> set[str]:
+    """String literals passed as `code=…` (or as a known code argument)
+    anywhere in the apps, e.g. turn_abort(code="server_restarted")."""
+    found: set[str] = set()
+    for path in (p for app in APPS for p in (ROOT / app).rglob("*.py")):
+        for call in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(call, ast.Call):
+                continue
+            values = [k.value for k in call.keywords if k.arg == "code"]
+            name = getattr(call.func, "id", None) or getattr(call.func, "attr", None)
+            if name in CODE_ARGUMENT and len(call.args) > CODE_ARGUMENT[name]:
+                values.append(call.args[CODE_ARGUMENT[name]])
+            found |= {v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value}
+    return found
+
+
+def proxy_codes() -> set[str]:
+    """Codes the nginx in front of the app answers with itself."""
+    text = (ROOT / "deploy" / "nginx" / "agentsite.conf.template").read_text()
+    return set(re.findall(r'"code": "(\w+)"', text))
+
+
+def readme_error_table() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("**Errors** are always")
+    table = re.search(r"\n(\|.*\|\n)+", text[start:])
+    assert table, "README's error table is gone"
+    return table.group(0)
+
+
+def test_every_error_code_is_in_readmes_error_table():
+    codes = {str(code) for code in ErrorCode} | literal_codes() | proxy_codes()
+    table = readme_error_table()
+    missing = sorted(code for code in codes if f"`{code}`" not in table)
+    assert missing == []
+
+
+def test_the_scan_finds_codes_services_pass_as_strings():
+    # Guards the scan itself: these two are written as literals or members,
+    # and whichever way they are written, they must be collected.
+    codes = {str(code) for code in ErrorCode} | literal_codes()
+    assert {"server_restarted", "lease_expired", "session_busy"} <= codes
+    assert {"payload_too_large", "server_unavailable"} <= proxy_codes()
