@@ -1,6 +1,8 @@
 """README stays true: every error code a client can receive is in its error
-table. Codes come from agentsite/errors.py and from the string literals the
-apps pass as an error code (a turn aborted by the server, not by a request)."""
+table, every setting the server reads from the environment is in its
+configuration table. Codes come from agentsite/errors.py and from the string
+literals the apps pass as an error code (a turn aborted by the server, not by
+a request)."""
 
 from __future__ import annotations
 
@@ -59,3 +61,26 @@ def test_the_scan_finds_codes_services_pass_as_strings():
     codes = {str(code) for code in ErrorCode} | literal_codes()
     assert {"server_restarted", "lease_expired", "session_busy"} <= codes
     assert {"payload_too_large", "server_unavailable"} <= proxy_codes()
+
+
+def environment_settings() -> set[str]:
+    """Every variable settings.py reads: env_*("NAME", …) helpers and
+    os.environ lookups."""
+    text = (ROOT / "agentsite" / "settings.py").read_text()
+    return set(re.findall(r'(?:env_\w+\(\s*|os\.environ\.get\(|os\.environ\[)"([A-Z][A-Z0-9_]+)"', text))
+
+
+def readme_configuration_table() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("| `DATABASE_URL` |")
+    table = re.search(r"(\|.*\|\n)+", text[start:])
+    assert table, "README's configuration table is gone"
+    return table.group(0)
+
+
+def test_every_environment_setting_is_in_readmes_configuration_table():
+    names = environment_settings()
+    assert {"DATABASE_URL", "AGENT_MAX_BODY_BYTES", "LOG_FORMAT"} <= names  # the scan works
+    first_cells = {row.split("|")[1] for row in readme_configuration_table().splitlines()}
+    documented = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", cell)}
+    assert sorted(names - documented) == []
