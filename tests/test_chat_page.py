@@ -12,6 +12,8 @@ PAGE_IDS = [
     "session-key",
     "load-session",
     "new-session",
+    "graph",
+    "session-graph",
     "transcript",
     "chat-form",
     "message",

@@ -139,7 +139,9 @@ def test_chat_page_streams_a_turn_in_headless_chromium(servers):
         assert request.url.startswith(server.url + "/"), request.url
         auth = request.headers.get("authorization")
         if auth is not None:
-            assert request.url.startswith(f"{server.url}/api/sessions/"), request.url
+            assert request.url.startswith(
+                (f"{server.url}/api/sessions/", f"{server.url}/api/graphs")
+            ), request.url
             assert auth in (f"Bearer {key}", "Bearer not-a-real-key")
         assert key not in request.url
     streams = [r for r in requests if r.url.endswith(f"/api/sessions/{SESSION}/turns/stream")]
