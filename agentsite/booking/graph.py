@@ -7,7 +7,7 @@ table is booked.
 
 `approve` pauses the run with the proposed booking; the resume answers
 `{"action": "approve"}`, `{"action": "edit", "args": {…}}` or
-`{"action": "reject", "reason": "…"}`.
+`{"action": "reject", "reason": "…"}` (the reason is optional).
 """
 
 from __future__ import annotations
@@ -103,8 +103,10 @@ async def _decide(call: dict[str, Any], decision: Any) -> ToolMessage:
     elif action == "edit" and isinstance(decision.get("args"), dict):
         args = {**call["args"], **decision["args"]}
     else:
-        reason = decision.get("reason") if isinstance(decision, dict) and action == "reject" else None
-        refusal = reason or "the answer was not approve, edit or reject"
+        if action == "reject":
+            refusal = decision.get("reason") or "rejected"  # a reason is welcome, not required
+        else:
+            refusal = "the answer was not approve, edit or reject"
         return ToolMessage(
             content=json.dumps({"booked": False, "reason": f"not approved: {refusal}"}),
             tool_call_id=call["id"],

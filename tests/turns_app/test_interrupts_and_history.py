@@ -93,6 +93,15 @@ async def test_resume_approve_edit_reject(api, script, answer, booked):
     assert len(await orm(lambda: list(Booking.objects.all()))) == (0 if booked is None else 1)
 
 
+@pytest.mark.parametrize("answer", [{"action": "reject"}, {"action": "reject", "reason": ""}])
+async def test_a_reject_needs_no_reason(api, script, answer):
+    await pause_booking(api, "b1")
+    done = body(await resume(api, "b1", answer))
+    assert done["status"] == "committed" and "not booked" in done["reply"]
+    assert "was not approve, edit or reject" not in done["reply"]
+    assert await orm(lambda: list(Booking.objects.all())) == []
+
+
 async def test_resume_without_a_pending_interrupt_is_refused(api, script):
     await api.chat("s1", "hello")
     refused = await resume(api, "s1", {"action": "approve"})
