@@ -40,12 +40,16 @@ def proxy_codes() -> set[str]:
     return set(re.findall(r'"code": "(\w+)"', text))
 
 
-def readme_error_table() -> str:
+def readme_table(after: str) -> str:
+    """The first Markdown table in README at or after the text `after`."""
     text = (ROOT / "README.md").read_text()
-    start = text.index("**Errors** are always")
-    table = re.search(r"\n(\|.*\|\n)+", text[start:])
-    assert table, "README's error table is gone"
+    table = re.search(r"(^\|.*\|\n)+", text[text.index(after):], re.MULTILINE)
+    assert table, f"README's table after {after!r} is gone"
     return table.group(0)
+
+
+def readme_error_table() -> str:
+    return readme_table("**Errors** are always")
 
 
 def test_every_error_code_is_in_readmes_error_table():
@@ -70,17 +74,9 @@ def environment_settings() -> set[str]:
     return set(re.findall(r'(?:env_\w+\(\s*|os\.environ\.get\(|os\.environ\[)"([A-Z][A-Z0-9_]+)"', text))
 
 
-def readme_configuration_table() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index("| `DATABASE_URL` |")
-    table = re.search(r"(\|.*\|\n)+", text[start:])
-    assert table, "README's configuration table is gone"
-    return table.group(0)
-
-
 def test_every_environment_setting_is_in_readmes_configuration_table():
     names = environment_settings()
     assert {"DATABASE_URL", "AGENT_MAX_BODY_BYTES", "LOG_FORMAT"} <= names  # the scan works
-    first_cells = {row.split("|")[1] for row in readme_configuration_table().splitlines()}
+    first_cells = {row.split("|")[1] for row in readme_table("| `DATABASE_URL` |").splitlines()}
     documented = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", cell)}
     assert sorted(names - documented) == []
