@@ -210,12 +210,13 @@ def _held_rows(alias: str) -> dict[str, int]:
 
 
 def _empty_target(alias: str) -> None:
+    """The business tables only: the checkpoint tables are emptied on the
+    connection that then writes them (one transaction holding row locks the
+    other waits for would hang the move)."""
     conn = connections[alias]
     with conn.cursor() as cursor:
         for model in reversed(moved_models()):
             cursor.execute(SQL_DELETE_ALL.format(table=conn.ops.quote_name(model._meta.db_table)))
-        for table in checkpoint_tables(conn.settings_dict):
-            cursor.execute(SQL_DELETE_ALL.format(table=conn.ops.quote_name(table)))
 
 
 # --- the source ------------------------------------------------------------------------------
@@ -424,10 +425,13 @@ def _copy_thread(
     report.threads += 1
 
 
-def _copy_checkpoints(target_alias: str, report: MoveReport, *, strip_nul: bool) -> Callable[[], None]:
+def _copy_checkpoints(
+    target_alias: str, report: MoveReport, *, replace: bool, strip_nul: bool
+) -> Callable[[], None]:
     """Copy every checkpoint thread into the target, on a connection of the
     saver's own (PostgresSaver wants binary server-side parameters, which
-    Django's cursors refuse) in one transaction; returns its commit."""
+    Django's cursors refuse) in one transaction; returns its commit.
+    `replace`: empty the target's checkpoint tables first, in that transaction."""
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
@@ -440,6 +444,9 @@ def _copy_checkpoints(target_alias: str, report: MoveReport, *, strip_nul: bool)
         prepare_threshold=None,
     )
     try:
+        if replace:
+            for table in checkpoint_tables(connections[target_alias].settings_dict):
+                conn.execute(SQL_DELETE_ALL.format(table=table))
         target = PostgresSaver(conn)
         for thread_id in _thread_ids(THREAD_BATCH_SIZE):
             _copy_thread(thread_id, source, target, report, strip_nul)
@@ -510,7 +517,7 @@ def move_sessions(
                     report.rows[table] = _copy_model(model, target, batch_size=batch_size, strip_nul=strip_nul)
                     say(f"{table}: {report.rows[table]} row(s)")
                 _reset_sequences(target)
-                commit_checkpoints = _copy_checkpoints(target, report, strip_nul=strip_nul)
+                commit_checkpoints = _copy_checkpoints(target, report, replace=replace, strip_nul=strip_nul)
                 say(f"checkpoints: {report.threads} thread(s), {report.checkpoints} checkpoint(s), {report.writes} write(s)")
                 # Checkpoints first: if the business commit then failed, the
                 # target would hold threads no session reads (the sweep drops

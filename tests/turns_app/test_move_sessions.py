@@ -181,13 +181,26 @@ def test_move_copies_everything_and_conversations_continue_on_the_target(
 
 
 def test_a_target_that_holds_sessions_is_refused_unless_replace(alice, scratch_postgres):  # noqa: F811
-    run_in_new_loop(lambda: Api(alice).chat("s1", "Hi, I am Ada Lovelace"))
+    api = Api(alice)
+    run_in_new_loop(lambda: pause_booking(api, "b1"))
+    thread_id = AgentSession.objects.get(key="b1").interrupt["thread_id"]
     url = scratch_postgres()
     moved("--to", url)
+    assert target_checkpoint_threads(url) == [thread_id]
     assert re.search(r"already holds 1 row\(s\) in agent_api_keys.*--replace", refused("--to", url))
-    run_in_new_loop(lambda: Api(alice).chat("s1", "ada@example.com"))
+    # The pause answered on the source: its thread goes; --replace leaves the
+    # target as the source is now, checkpoints included.
+    run_in_new_loop(lambda: api.call("POST", "/sessions/b1/turns", {"resume": {"action": "approve"}}))
     moved("--to", url, "--replace")
     assert target_rows(url) == rows("default")
+    assert target_checkpoint_threads(url) == []
+
+
+def target_checkpoint_threads(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return [row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")]
 
 
 def test_bad_targets_are_refused_in_one_line(transactional_db, scratch_postgres):  # noqa: F811
