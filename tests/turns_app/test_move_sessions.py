@@ -242,12 +242,18 @@ def test_a_served_sqlite_file_is_refused(transactional_db, scratch_postgres):  #
 
 
 @pytest.mark.sqlite_only  # PostgreSQL cannot hold U+0000: no such source there
-def test_nul_characters_are_refused_or_stripped(alice, scratch_postgres):  # noqa: F811
+def test_a_transcript_with_nul_is_refused_or_stripped(alice, scratch_postgres):  # noqa: F811
+    """Rows from before the service refused U+0000 (or written by hand)."""
+    from turns_app.models import AgentTurn
+
     run_in_new_loop(lambda: Api(alice).chat("s1", "Hi, I am Ada Lovelace"))
-    AgentSession.objects.filter(key="s1").update(metadata={"note": "a\x00b"})
+    turn = AgentTurn.objects.get()
+    turn.messages[0]["data"]["content"] = "Hi, I am Ada\x00 Lovelace"
+    turn.save(update_fields=["messages"])
     url = scratch_postgres()
-    assert re.search(r"agent_sessions row .* NUL character .*`metadata`.*--strip-nul", refused("--to", url))
+    last = refused("--to", url)
+    assert re.search(rf"agent_turns row {turn.id} holds the NUL character .*`messages`.*--strip-nul", last)
     assert all(table == [] for table in target_rows(url).values())  # nothing moved
     moved("--to", url, "--strip-nul")
-    (session,) = target_rows(url)["agent_sessions"]
-    assert session["metadata"] == {"note": "ab"}
+    (copied,) = target_rows(url)["agent_turns"]
+    assert copied["messages"][0]["data"]["content"] == "Hi, I am Ada Lovelace"
