@@ -28,7 +28,6 @@ server neither serves the file during it nor starts in the middle.
 from __future__ import annotations
 
 import fcntl
-import logging
 import re
 import os
 import time
@@ -53,8 +52,6 @@ from agentsite.database import (
     sqlite_lock_path,
 )
 from turns_app.checkpoints import SQLITE_TIMEOUT_SECONDS, checkpoint_tables, schema_problem
-
-logger = logging.getLogger(__name__)
 
 # The apps whose models hold what a user would lose: every model in them moves.
 MOVED_APPS = ("sessions_app", "turns_app", "booking")
