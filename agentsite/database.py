@@ -5,6 +5,7 @@ not there."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -25,6 +26,14 @@ def database_settings() -> dict[str, Any]:
 
 def is_postgres(settings_dict: dict[str, Any] | None = None) -> bool:
     return "postgresql" in (settings_dict or database_settings())["ENGINE"]
+
+
+def sqlite_lock_path(name: str | Path) -> Path:
+    """The file the serving process locks for as long as it serves an SQLite
+    database (agentsite.startup); anything that must not run beside a server
+    (moving the database away) takes the same lock."""
+    name = Path(name)
+    return name.with_name(name.name + ".lock")
 
 
 def postgres_conninfo(settings_dict: dict[str, Any]) -> str:

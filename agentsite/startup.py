@@ -15,7 +15,13 @@ from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 from agentsite import graceful_stop
 from agentsite.agent.checkpointer import close_savers
 from agentsite.agent.registry import check_registry
-from agentsite.database import explain_connect_error, is_postgres, migration_problem, probe_database
+from agentsite.database import (
+    explain_connect_error,
+    is_postgres,
+    migration_problem,
+    probe_database,
+    sqlite_lock_path,
+)
 from agentsite.logs import route_daphne_access_log
 from turns_app.checkpoints import schema_problem
 from turns_app.maintenance import maintenance
@@ -48,7 +54,7 @@ def lock_sqlite_file() -> None:
     lease protocol are only safe with one server on the file."""
     global _lock_handle
     name = Path(connections[DEFAULT_DB_ALIAS].settings_dict["NAME"])
-    lock_path = name.with_name(name.name + ".lock")
+    lock_path = sqlite_lock_path(name)
     handle = open(lock_path, "a+")
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -12,8 +12,9 @@ from django.db import migrations, models
 def backfill(apps, schema_editor):
     AgentTurn = apps.get_model("turns_app", "AgentTurn")
     AgentTurnEvent = apps.get_model("turns_app", "AgentTurnEvent")
+    db = schema_editor.connection.alias  # not always `default` (manage.py move_sessions)
     rows = []
-    for turn in AgentTurn.objects.exclude(status="pending").iterator():
+    for turn in AgentTurn.objects.using(db).exclude(status="pending").iterator():
         events = [
             ("turn", json.dumps({"turn_id": str(turn.id), "epoch": turn.epoch, "number": turn.number,
                                  "base_version": turn.base_version}, ensure_ascii=False)),
@@ -31,7 +32,7 @@ def backfill(apps, schema_editor):
         middle = events[1:-1][: final - 2]
         numbered = [(1, *events[0]), *[(n, *e) for n, e in enumerate(middle, start=2)], (final, *events[-1])]
         rows += [AgentTurnEvent(turn=turn, seq=seq, event=name, data=data) for seq, name, data in numbered]
-    AgentTurnEvent.objects.bulk_create(rows, batch_size=500)
+    AgentTurnEvent.objects.using(db).bulk_create(rows, batch_size=500)
 
 
 class Migration(migrations.Migration):

@@ -16,7 +16,8 @@ _CLASSES = {"user": HumanMessage, "assistant": AIMessage}
 def split_snapshots(apps, schema_editor):
     AgentSession = apps.get_model("sessions_app", "AgentSession")
     AgentTurn = apps.get_model("turns_app", "AgentTurn")
-    for session in AgentSession.objects.exclude(snapshot={}).iterator():
+    db = schema_editor.connection.alias  # not always `default` (manage.py move_sessions)
+    for session in AgentSession.objects.using(db).exclude(snapshot={}).iterator():
         snapshot = session.snapshot or {}
         by_turn = defaultdict(list)
         for n, entry in enumerate(snapshot.get("messages") or []):
@@ -27,7 +28,7 @@ def split_snapshots(apps, schema_editor):
             message = cls(content=entry.get("content", ""), id=f"{entry['turn_id']}:{suffix}:{n}")
             by_turn[entry["turn_id"]].append(message_to_dict(message))
         committed = list(
-            AgentTurn.objects.filter(session=session, epoch=session.epoch, status="committed").order_by("number")
+            AgentTurn.objects.using(db).filter(session=session, epoch=session.epoch, status="committed").order_by("number")
         )
         parent, count = None, 0
         for turn in committed:
@@ -42,8 +43,8 @@ def split_snapshots(apps, schema_editor):
             head.fields, head.stage, head.version = session.fields, session.stage, session.version
             head.values = {"asked_field": snapshot.get("asked_field")}
             session.head_turn_id = head.id
-            session.save(update_fields=["head_turn_id"])
-        AgentTurn.objects.bulk_update(
+            session.save(using=db, update_fields=["head_turn_id"])
+        AgentTurn.objects.using(db).bulk_update(
             committed, ["messages", "message_count", "parent_id", "graph", "fields", "stage", "version", "values"]
         )
 
