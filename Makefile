@@ -5,6 +5,7 @@
 #   make test-postgres  the same against the local PostgreSQL (TEST_POSTGRES_URL)
 #   make migrate        apply migrations (business + checkpointer tables)
 #   make api-key NAME=alice   create an API key (printed once)
+#   make bench          agentsite vs bare LangGraph, side by side (BENCH_ARGS, e.g. --smoke)
 #   make clean          remove install stamps, data/ (the SQLite database!) and build leftovers
 #   make distclean      clean + remove .venv
 #
@@ -27,12 +28,13 @@ PYTHON ?=
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
-.PHONY: help venv venv-dev run test test-postgres migrate api-key clean distclean data-dir
+.PHONY: help venv venv-dev run test test-postgres bench migrate api-key clean distclean data-dir
 
 help:
-	@sed -n '3,12s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
+	@sed -n '3,13s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
 
 # --- virtualenv ------------------------------------------------------------------
 
@@ -101,6 +103,14 @@ test: $(DEV_STAMP) data-dir
 # pytest-django creates (and drops) the test_postgres database itself.
 test-postgres:
 	@DATABASE_URL='$(TEST_POSTGRES_URL)' $(MAKE) --no-print-directory test
+
+# --- benchmark -------------------------------------------------------------------
+
+# Starts its own daphne processes and creates (then drops) its own databases on
+# the PostgreSQL at BENCH_POSTGRES_URL (default: the local one); a few minutes.
+# Table on stdout, figures in artifacts/bench.json.
+bench: $(DEV_STAMP)
+	$(VENV_PY) -m bench.run $(BENCH_ARGS)
 
 # --- housekeeping ----------------------------------------------------------------
 
