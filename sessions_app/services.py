@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -141,13 +141,23 @@ def session_lock(
     Lock order, for every writer: the session row first, then its turns.
     Nothing locks a turn and then its session, so two writers never wait on
     each other in opposite order."""
-    qs = AgentSession.objects.select_for_update().annotate(db_now=Now(), **(reads or {}))
+    # PostgreSQL: a `FOR UPDATE` that waited for the lock re-reads the locked
+    # row, but subqueries in its select list keep the snapshot from before
+    # the wait — they would miss what the holder just committed (its turn
+    # number, its values). There the reads are a second statement, after
+    # the lock. SQLite takes the write lock before the statement runs.
+    together = not reads or connection.vendor == "sqlite"
+    qs = AgentSession.objects.select_for_update().annotate(db_now=Now(), **(reads if together and reads else {}))
     qs = qs.filter(pk=session_id) if session_id is not None else qs.filter(owner=owner, key=key)
     if not include_deleted:
         qs = qs.filter(deleted_at__isnull=True)
     session = qs.first()
     if session is None:
         raise SessionNotFound()
+    if not together:
+        values = AgentSession.objects.filter(pk=session.pk).annotate(**reads).values(*reads).get()
+        for name, value in values.items():
+            setattr(session, name, value)
     return session
 
 

@@ -140,3 +140,58 @@ def _default_form():
     from sessions_app.services import default_form
 
     return default_form()
+
+
+def test_a_claim_that_waited_for_the_lock_reads_what_the_holder_committed(api_key_alice_session):
+    """PostgreSQL re-reads a row a `FOR UPDATE` waited for, but not the
+    subqueries beside it: the claim's reads must come after the lock, or a
+    waiter takes the turn number the holder just used (IntegrityError, a
+    500 under same-session load)."""
+    from django.db import connection, transaction
+
+    from sessions_app.services import session_lock
+    from turns_app.services import _claim_reads
+
+    session = api_key_alice_session
+    locked, release = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                held = session_lock(session_id=session.pk)
+                AgentTurn.objects.create(
+                    session=held, epoch=held.epoch, number=7, base_version=held.version, graph=held.graph,
+                    request_digest="x" * 64, request={"text": "held"}, status=AgentTurn.Status.COMMITTED,
+                    values={"seen": "after the wait"},
+                )
+                held.head_turn_id = AgentTurn.objects.get(session=held, number=7).pk
+                held.save(update_fields=["head_turn_id"])
+                locked.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def waiter() -> None:
+        try:
+            locked.wait(10)
+            with transaction.atomic():
+                got = session_lock(session_id=session.pk, reads=_claim_reads())
+                seen["last_number"], seen["head_values"] = got.last_number, got.head_values
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=waiter)]
+    for t in threads:
+        t.start()
+    locked.wait(10)
+    threading.Event().wait(0.5)  # the waiter is blocked on the row lock by now
+    release.set()
+    for t in threads:
+        t.join(20)
+    assert seen == {"last_number": 7, "head_values": {"seen": "after the wait"}}
+
+
+@pytest.fixture
+def api_key_alice_session(db):
+    return AgentSession.objects.create(owner="alice", key="locked", graph="intake")
