@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from typing import Any
+from uuid import UUID
 
 
 class ErrorCode(StrEnum):
@@ -122,6 +123,12 @@ class TurnInProgress(ApiError):
 class SessionBusy(ApiError):
     code, status = ErrorCode.SESSION_BUSY, 409
     default_message = "another turn is running on this session; retry later"
+
+    def __init__(self, message: str | None = None, *, holder: UUID | None = None, details: Any = None) -> None:
+        super().__init__(message, details=details)
+        # The turn holding the session, when known: a waiter wakes when it
+        # ends instead of polling (never sent to the client).
+        self.holder = holder
 
 
 class StaleTurn(ApiError):

@@ -10,6 +10,8 @@ Read in this order, one module per step:
                     turns; purging a deleted session's turns
     graph_step.py   the graph adapter: run the graph for a Claim from the last
                     committed state, stream its events, propose an Outcome
+    session_wait.py a claim refused by a busy session, made again when the
+                    turn holding it ends (woken, not polled)
     execution.py    the running turn: claim and start as one unit, the asyncio
                     task, the lease keeper, the commit shielded from cancels
     events.py       the event log: a turn's events, numbered; following a

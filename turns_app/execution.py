@@ -20,7 +20,7 @@ import httpx
 import openai
 from django.conf import settings
 
-from agentsite.asyncdb import db, is_storage_error, retry_while_busy
+from agentsite.asyncdb import db, is_storage_error
 from agentsite.errors import (
     ApiError,
     error_for,
@@ -31,7 +31,7 @@ from agentsite.errors import (
     StorageUnavailable,
     TurnCancelled,
 )
-from turns_app import history, native_stream, observability, shutdown, wakeups
+from turns_app import history, native_stream, observability, session_wait, shutdown, wakeups
 from turns_app.events import EventLog, encode
 from turns_app.graph_step import run_graph
 from turns_app.services import turn_abort, turn_claim, turn_commit, turn_renew_lease
@@ -331,16 +331,11 @@ async def start_turn(
     running it. A busy session is waited for (AGENT_SESSION_WAIT_SECONDS)
     unless `wait_if_busy` is off; `claim_options` go to `turn_claim`."""
     shutdown.refuse_if_stopping()
-    claim = retry_while_busy if wait_if_busy else db
+    kwargs = dict(owner=owner, key=key, request=request, idempotency_key=idempotency_key, **claim_options)
     claiming = asyncio.ensure_future(
-        claim(
-            turn_claim,
-            owner=owner,
-            key=key,
-            request=request,
-            idempotency_key=idempotency_key,
-            **claim_options,
-        )
+        session_wait.claim_when_free(turn_claim, running=_running_task, **kwargs)
+        if wait_if_busy
+        else db(turn_claim, **kwargs)
     )
     try:
         claimed = await asyncio.shield(claiming)
@@ -350,6 +345,11 @@ async def start_turn(
     if isinstance(claimed, Replay):
         return observability.turn_replayed(claimed, owner=owner, key=key)
     return observability.turn_started(TurnRun(claimed).start(), owner=owner, key=key)
+
+
+def _running_task(turn_id: UUID) -> asyncio.Task | None:
+    run = _running.get(turn_id)
+    return run.task if run is not None else None
 
 
 def running_turns() -> list[TurnRun]:

@@ -205,7 +205,7 @@ def turn_claim(
                     return Replay(turn_id=previous.id, body=previous.result)
                 raise TurnInProgress()
         if session.has_live_turn(session.db_now):
-            raise SessionBusy()
+            raise SessionBusy(holder=session.active_turn_id)
         if graph is not None and graph != session.graph:
             _switch_graph(session, graph)
         head_values = session.head_values
@@ -605,7 +605,7 @@ def session_rewind(*, owner: str, key: str, turn_id: UUID | None, expected_versi
             )
         _expire_dead_turn(session)
         if session.has_live_turn(session.db_now):
-            raise SessionBusy()
+            raise SessionBusy(holder=session.active_turn_id)
         target = _history_turn(session, turn_id)
         if target is not None and target.id not in chain_ids(session.head_turn_id):
             raise TurnNotFound("the turn is not on the way to the session's current state")
