@@ -100,6 +100,8 @@ def base_env(database_url: str) -> dict[str, str]:
         "AGENT_MODEL": "offline",
         "AGENT_OFFLINE_TOKEN_DELAY_MS": "0",
         "AGENT_SESSION_WAIT_SECONDS": "60",
+        # A full run creates a few thousand sessions for its one owner.
+        "AGENT_MAX_SESSIONS_PER_OWNER": "1000000",
         "LOG_LEVEL": "WARNING",
         "PYTHONPATH": str(ROOT),
     }
