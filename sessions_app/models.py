@@ -11,6 +11,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from agentsite import rows
+
 # Not "." or "..": path segments that browsers and most HTTP clients resolve
 # away, so such a session could never be addressed by its URL.
 SESSION_KEY_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9._:-]{1,255}$"
@@ -109,11 +111,17 @@ class AgentSession(models.Model):
         """A turn holds the session and its lease has not run out."""
         return bool(self.active_turn_id and self.lease_expires_at and self.lease_expires_at > now)
 
-    def hold(self, turn_id: uuid.UUID, now: datetime) -> None:
-        """Give (or extend) the lease to `turn_id`. Call with the row locked."""
+    LEASE_FIELDS = ("active_turn_id", "lease_expires_at", "updated_at")
+
+    def lease_to(self, turn_id: uuid.UUID, now: datetime) -> None:
+        """`hold`, unsaved: the caller writes LEASE_FIELDS with its other statements."""
         self.active_turn_id = turn_id
         self.lease_expires_at = now + timedelta(seconds=settings.AGENT_TURN_LEASE_SECONDS)
-        self.save(update_fields=["active_turn_id", "lease_expires_at", "updated_at"])
+
+    def hold(self, turn_id: uuid.UUID, now: datetime) -> None:
+        """Give (or extend) the lease to `turn_id`. Call with the row locked."""
+        self.lease_to(turn_id, now)
+        rows.update(self, self.LEASE_FIELDS)
 
     def tombstone(self, now: datetime) -> None:
         """What a delete leaves: epoch + 1 (fences any running turn), the
@@ -140,4 +148,4 @@ class AgentSession(models.Model):
         """Free the session. Call with the row locked."""
         self.active_turn_id = None
         self.lease_expires_at = None
-        self.save(update_fields=["active_turn_id", "lease_expires_at", "updated_at"])
+        rows.update(self, self.LEASE_FIELDS)

@@ -19,6 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from agentsite import rows
 from agentsite.agent import form_spec
 from agentsite.errors import (
     InvalidFields,
@@ -125,39 +126,39 @@ def check_graph(raw: Any) -> str:
     return raw
 
 
+_LOCK_BY_ID = rows.LockedRead(AgentSession, equal=["id"])
+_LOCK_LIVE_BY_ID = rows.LockedRead(AgentSession, equal=["id"], null=["deleted_at"])
+_LOCK_BY_KEY = rows.LockedRead(AgentSession, equal=["owner", "key"])
+_LOCK_LIVE_BY_KEY = rows.LockedRead(AgentSession, equal=["owner", "key"], null=["deleted_at"])
+
+
 def session_lock(
     *,
     owner: str | None = None,
     key: str | None = None,
     session_id: uuid.UUID | None = None,
     include_deleted: bool = False,
-    reads: dict[str, Any] | None = None,
 ) -> AgentSession:
     """Call inside `transaction.atomic`; takes `SELECT … FOR UPDATE` on the
     session row (by owner and key, or by id) and reads the database's clock
-    with it into `session.db_now`, for lease decisions. `reads`: more
-    annotations (subqueries) a step needs, read in the same statement.
+    with it into `session.db_now`, for lease decisions. One statement,
+    written once (agentsite.rows), as every turn takes it twice.
 
     Lock order, for every writer: the session row first, then its turns.
     Nothing locks a turn and then its session, so two writers never wait on
-    each other in opposite order."""
-    # PostgreSQL: a `FOR UPDATE` that waited for the lock re-reads the locked
-    # row, but subqueries in its select list keep the snapshot from before
-    # the wait — they would miss what the holder just committed (its turn
-    # number, its values). There the reads are a second statement, after
-    # the lock. SQLite takes the write lock before the statement runs.
-    together = not reads or connection.vendor == "sqlite"
-    qs = AgentSession.objects.select_for_update().annotate(db_now=Now(), **(reads if together and reads else {}))
-    qs = qs.filter(pk=session_id) if session_id is not None else qs.filter(owner=owner, key=key)
-    if not include_deleted:
-        qs = qs.filter(deleted_at__isnull=True)
-    session = qs.first()
+    each other in opposite order. Whatever else a step reads, it reads in
+    later statements: on PostgreSQL, a `FOR UPDATE` that waited for the lock
+    re-reads the locked row, but anything else in the same statement keeps
+    the snapshot from before the wait and would miss what the holder just
+    committed."""
+    if session_id is not None:
+        query = _LOCK_BY_ID if include_deleted else _LOCK_LIVE_BY_ID
+        session = query.one(id=session_id)
+    else:
+        query = _LOCK_BY_KEY if include_deleted else _LOCK_LIVE_BY_KEY
+        session = query.one(owner=owner, key=key)
     if session is None:
         raise SessionNotFound()
-    if not together:
-        values = AgentSession.objects.filter(pk=session.pk).annotate(**reads).values(*reads).get()
-        for name, value in values.items():
-            setattr(session, name, value)
     return session
 
 
@@ -174,22 +175,26 @@ def check_session_quota(*, owner: str) -> None:
         )
 
 
-def session_lock_or_create(*, owner: str, key: str, reads: dict[str, Any] | None = None) -> AgentSession:
+def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
     """Call inside `transaction.atomic`. Locks the owner's session with this key,
     creating it (default form, AGENT_GRAPH) when there is none and reviving
     it when it is a tombstone (its epoch was already advanced by the delete;
-    a new epoch runs the default graph). `reads` as for `session_lock`."""
+    a new epoch runs the default graph). `created_here` on the result is
+    True when this call inserted the row."""
+    created = 0
     try:
-        session = session_lock(owner=owner, key=key, include_deleted=True, reads=reads)
+        session = session_lock(owner=owner, key=key, include_deleted=True)
     except SessionNotFound:
         check_session_quota(owner=owner)
         # ON CONFLICT DO NOTHING: a concurrent first request may create it
         # first, and its row is ours to lock then (no savepoint needed).
-        AgentSession.objects.bulk_create(
+        created = rows.insert(
             [AgentSession(owner=owner, key=key, form=default_form(), graph=settings.AGENT_GRAPH)],
             ignore_conflicts=True,
         )
-        session = session_lock(owner=owner, key=key, include_deleted=True, reads=reads)
+        session = session_lock(owner=owner, key=key, include_deleted=True)
+    # Created by this transaction: it has no turns for the caller to look for.
+    session.created_here = bool(created)
     if session.is_deleted:
         check_session_quota(owner=owner)
         session.deleted_at = None

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import JSONField, Max, OuterRef, Subquery
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Max, OuterRef, Subquery
 from django.db.models.functions import Now
 
+from agentsite import rows
 from agentsite.agent import effects
 from agentsite.errors import (
     ErrorCode,
@@ -92,24 +93,35 @@ def _lock_for_turn(turn_id: UUID) -> tuple[AgentTurn, AgentSession] | None:
     return turn, session
 
 
-def _write_events(turn_id: UUID, events: list[TurnEvent]) -> None:
+def _events_statements(turn_id: UUID, events: list[TurnEvent]) -> list[rows.Statement]:
     """Call inside a transaction. An event already written (a batch retried
-    after its answer was lost) is skipped, not duplicated."""
-    if events:
-        AgentTurnEvent.objects.bulk_create(
-            [AgentTurnEvent(turn_id=turn_id, seq=e.id, event=e.event, data=e.data) for e in events],
-            ignore_conflicts=True,
-        )
-        wake_followers(turn_id)
+    after its answer was lost) is skipped, not duplicated. Followers are
+    woken when the transaction commits."""
+    if not events:
+        return []
+    wake_followers(turn_id)
+    return rows.insert_statements(
+        [AgentTurnEvent(turn_id=turn_id, seq=e.id, event=e.event, data=e.data) for e in events],
+        ignore_conflicts=True,
+    )
 
 
-def _write_terminal(turn: AgentTurn, event: str, data: str, pending: list[TurnEvent], seq: int | None) -> TurnEvent:
-    """Call with the session locked: the run's unwritten events, then the
-    final one, at `seq` (reserved by the run) or after everything stored."""
+def _write_events(turn_id: UUID, events: list[TurnEvent]) -> None:
+    rows.execute(_events_statements(turn_id, events))
+
+
+def _terminal(turn: AgentTurn, event: str, data: str, pending: list[TurnEvent], seq: int | None) -> TurnEvent:
+    """Call with the session locked: the final event, at `seq` (reserved by
+    the run) or after everything stored and the run's unwritten `pending`."""
     if seq is None:
         stored = AgentTurnEvent.objects.filter(turn=turn).aggregate(last=Max("seq"))["last"] or 0
         seq = max([stored, *(e.id for e in pending)]) + 1
-    terminal = TurnEvent(seq, event, data)
+    return TurnEvent(seq, event, data)
+
+
+def _write_terminal(turn: AgentTurn, event: str, data: str, pending: list[TurnEvent], seq: int | None) -> TurnEvent:
+    """Call with the session locked: the run's unwritten events, then the final one."""
+    terminal = _terminal(turn, event, data, pending, seq)
     _write_events(turn.id, [*pending, terminal])
     return terminal
 
@@ -190,7 +202,7 @@ def turn_claim(
     digest = request_digest(request)
     resume = "resume" in request
     with transaction.atomic(durable=True):
-        session = session_lock_or_create(owner=owner, key=key, reads=_claim_reads())
+        session = session_lock_or_create(owner=owner, key=key)
         _expire_dead_turn(session)
         if idempotency_key is not None:
             previous = (
@@ -208,7 +220,7 @@ def turn_claim(
             raise SessionBusy(holder=session.active_turn_id)
         if graph is not None and graph != session.graph:
             _switch_graph(session, graph)
-        head_values = session.head_values
+        head_values, last_number = (None, None) if session.created_here else claim_reads(session)
         if start_from is not None and (start_from.turn_id, start_from.version) != (
             session.head_turn_id,
             session.version,
@@ -221,10 +233,10 @@ def turn_claim(
         if not resume and session.interrupt is not None:
             raise InterruptPending(details={"interrupts": session.interrupt["interrupts"]})
         head_values = head_values or {}
-        turn = AgentTurn.objects.create(
+        turn = AgentTurn(
             session=session,
             epoch=session.epoch,
-            number=(session.last_number or 0) + 1,
+            number=(last_number or 0) + 1,
             base_version=session.version,
             parent_id=session.head_turn_id,
             graph=session.graph,
@@ -233,8 +245,14 @@ def turn_claim(
             request=request,
         )
         first = TurnEvent(1, "turn", turn_event_data(turn))
-        _write_events(turn.id, [first])
-        session.hold(turn.id, session.db_now)
+        session.lease_to(turn.id, session.db_now)
+        rows.execute(
+            [
+                *rows.insert_statements([turn]),
+                *_events_statements(turn.id, [first]),
+                rows.update_statement(session, session.LEASE_FIELDS),
+            ]
+        )
     return Claim(
         first_event=first,
         turn_id=turn.id,
@@ -254,18 +272,25 @@ def turn_claim(
     )
 
 
-def _claim_reads() -> dict[str, Any]:
-    """What a claim reads besides the session, in the statement that locks
-    it (one round trip, issue 12): the head turn's carried channel values
-    and the epoch's last turn number."""
-    turns = AgentTurn.objects.filter(session=OuterRef("pk"), epoch=OuterRef("epoch"))
-    return {
-        "head_values": Subquery(
-            AgentTurn.objects.filter(pk=OuterRef("head_turn_id")).values("values")[:1],
-            output_field=JSONField(),
-        ),
-        "last_number": Subquery(turns.order_by("-number").values("number")[:1]),
-    }
+def claim_reads(session: AgentSession) -> tuple[dict[str, Any] | None, int | None]:
+    """Call with the session locked: the head turn's carried channel values
+    and the epoch's last turn number, in one statement. After the lock, not
+    beside it (see `session_lock`)."""
+    uuid_field = AgentTurn._meta.pk
+    with connection.cursor() as cursor:
+        cursor.execute(
+            'SELECT (SELECT "values" FROM "agent_turns" WHERE "id" = %s), '
+            '(SELECT MAX("number") FROM "agent_turns" WHERE "session_id" = %s AND "epoch" = %s)',
+            [
+                uuid_field.get_db_prep_value(session.head_turn_id, connection),
+                uuid_field.get_db_prep_value(session.id, connection),
+                session.epoch,
+            ],
+        )
+        values, last_number = cursor.fetchone()
+    if isinstance(values, (str, bytes)):
+        values = json.loads(values)
+    return values, last_number
 
 
 def _switch_graph(session: AgentSession, graph: str) -> None:
@@ -441,11 +466,12 @@ def _commit_locked(
     session.turn_count += 1
     session.active_turn_id = None
     session.lease_expires_at = None
-    session.save(
-        update_fields=[
+    session_changes = rows.update_statement(
+        session,
+        [
             "fields", "stage", "head_turn_id", "interrupt", "version", "turn_count",
             "active_turn_id", "lease_expires_at", "updated_at",
-        ]
+        ],
     )
     turn.messages = outcome.new_messages
     turn.replaces_history = outcome.replaces_history
@@ -459,13 +485,20 @@ def _commit_locked(
     turn.checkpoint_id = outcome.checkpoint_id
     turn.finished_at = session.db_now
     turn.result = render_result(turn, session, outcome, applied)
-    turn.save(
-        update_fields=[
-            "status", "messages", "replaces_history", "message_count", "fields", "stage", "values",
-            "version", "interrupts", "effects", "checkpoint_id", "finished_at", "result",
+    done = _terminal(turn, "done", turn.result, pending, done_seq)
+    rows.execute(
+        [
+            session_changes,
+            rows.update_statement(
+                turn,
+                [
+                    "status", "messages", "replaces_history", "message_count", "fields", "stage",
+                    "values", "version", "interrupts", "effects", "checkpoint_id", "finished_at", "result",
+                ],
+            ),
+            *_events_statements(turn.id, [*pending, done]),
         ]
     )
-    _write_terminal(turn, "done", turn.result, pending, done_seq)
     if answered is not None and session.interrupt is None:
         return answered["thread_id"]
     return None

@@ -150,7 +150,7 @@ def test_a_claim_that_waited_for_the_lock_reads_what_the_holder_committed(api_ke
     from django.db import connection, transaction
 
     from sessions_app.services import session_lock
-    from turns_app.services import _claim_reads
+    from turns_app.services import claim_reads
 
     session = api_key_alice_session
     locked, release = threading.Event(), threading.Event()
@@ -176,8 +176,8 @@ def test_a_claim_that_waited_for_the_lock_reads_what_the_holder_committed(api_ke
         try:
             locked.wait(10)
             with transaction.atomic():
-                got = session_lock(session_id=session.pk, reads=_claim_reads())
-                seen["last_number"], seen["head_values"] = got.last_number, got.head_values
+                got = session_lock(session_id=session.pk)
+                seen["head_values"], seen["last_number"] = claim_reads(got)
         finally:
             connection.close()
 
