@@ -8,6 +8,12 @@ written in the commit or abort transaction) rings the event log's wake-up
 claiming again, so an end between the refusal and the subscription is seen
 by that claim. A short cap on every wait is the safety net for a lost
 wake-up (a LISTEN connection that dropped) or a holder whose lease ran out.
+
+Waiters of one session in one process queue in arrival order (a turnstile,
+FIFO as asyncio's locks are): only the first of them claims when the holder
+ends. Woken all at once, they raced for the row lock and the loser waited
+again, so one unlucky client could wait many turns in a row (the
+same-session p99 of issue 12).
 """
 
 from __future__ import annotations
@@ -40,12 +46,41 @@ async def claim_when_free(
     ends, for up to AGENT_SESSION_WAIT_SECONDS; then the `session_busy` goes
     to the client. `running(turn_id)`: the task running that turn in this
     process, if any."""
-    try:
-        return await db(claim, **kwargs)
-    except SessionBusy as refused:
-        busy = refused
     started = time.monotonic()
     deadline = started + settings.AGENT_SESSION_WAIT_SECONDS
+    # Per event loop: asyncio's locks belong to one (tests run several).
+    session = (asyncio.get_running_loop(), kwargs.get("owner"), kwargs.get("key"))
+    turnstile = _Turnstile.join(session)
+    try:
+        queued = turnstile.lock.locked()
+        if not await turnstile.enter(deadline):
+            # Still behind the claims queued before this one.
+            metrics.session_busy_wait(started, acquired=False)
+            raise SessionBusy()
+        try:
+            try:
+                claimed = await db(claim, **kwargs)
+            except SessionBusy as refused:
+                busy = refused
+            else:
+                if queued:
+                    metrics.session_busy_wait(started, acquired=True)
+                return claimed
+            return await _wait_and_claim(claim, busy, started, deadline, running, kwargs)
+        finally:
+            turnstile.lock.release()
+    finally:
+        turnstile.leave(session)
+
+
+async def _wait_and_claim(
+    claim: Callable[..., T],
+    busy: SessionBusy,
+    started: float,
+    deadline: float,
+    running: Callable[[UUID], asyncio.Task | None],
+    kwargs: dict[str, Any],
+) -> T:
     poll = FIRST_POLL_SECONDS
 
     def left() -> float:
@@ -90,3 +125,36 @@ async def _claim_when_rung(
             # Any event of the holder rings (its deltas too): claiming again
             # costs one short transaction, and the end is never missed.
             await rung.wait(min(WAIT_CAP_SECONDS, left()))
+
+
+class _Turnstile:
+    """One process's queue of claims for one session, entered from a claim's
+    first try and left once it went through or gave up."""
+
+    _open: dict[tuple[Any, ...], "_Turnstile"] = {}
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+    @classmethod
+    def join(cls, session: tuple[Any, ...]) -> "_Turnstile":
+        turnstile = cls._open.get(session)
+        if turnstile is None:
+            turnstile = cls._open[session] = cls()
+        turnstile.users += 1
+        return turnstile
+
+    def leave(self, session: tuple[Any, ...]) -> None:
+        self.users -= 1
+        if not self.users:
+            self._open.pop(session, None)
+
+    async def enter(self, deadline: float) -> bool:
+        """False if the claims ahead still hold it at `deadline` (time.monotonic)."""
+        try:
+            async with asyncio.timeout(max(deadline - time.monotonic(), 0)):
+                await self.lock.acquire()
+        except TimeoutError:
+            return False
+        return True

@@ -144,3 +144,40 @@ async def test_without_a_wake_up_the_cap_still_claims_again(alice, script, timed
     await orm(services.turn_abort, turn_id=claim.turn_id, code="turn_cancelled", message="gone")
     run = await asyncio.wait_for(waiter, 5)
     assert json.loads(await execution.await_turn(run))["version"] == 1
+
+
+async def test_waiters_of_one_session_claim_in_the_order_they_came(settings):
+    """Woken together when the holder ended, waiters raced for the row lock
+    and a loser waited again: one client could wait many turns in a row
+    (the same-session p99). In one process they now queue."""
+    settings.AGENT_SESSION_WAIT_SECONDS = 30
+    lock = threading.Lock()
+    holder: list = [None]
+    order: list[int] = []
+    running: dict = {}
+
+    def claim(*, owner: str, key: str, name: int):
+        with lock:
+            if holder[0] is not None:
+                raise services.SessionBusy(holder=holder[0])
+            holder[0] = object()
+            order.append(name)
+            return holder[0]
+
+    async def run_turn(turn) -> None:
+        await asyncio.sleep(0.03)
+        with lock:
+            holder[0] = None
+
+    async def client(name: int) -> None:
+        turn = await session_wait.claim_when_free(claim, running=running.get, owner="alice", key="s1", name=name)
+        running[turn] = asyncio.ensure_future(run_turn(turn))
+
+    clients = []
+    for name in range(6):
+        clients.append(asyncio.ensure_future(client(name)))
+        await asyncio.sleep(0.01)  # arrival order: 0, 1, 2, …
+    await asyncio.wait_for(asyncio.gather(*clients), 10)
+    await asyncio.gather(*running.values())
+    assert order == list(range(6))
+    assert not session_wait._Turnstile._open, "an idle session keeps no queue"
