@@ -12,6 +12,9 @@ from agentsite.http.inflight import requests
 
 def build_application():
     django_app = get_asgi_application()
+    from agentsite.http.api_handler import ApiHandler
+
+    api_app = ApiHandler()
     # After get_asgi_application(): the consumers import models.
     from turns_app.consumers import TurnReattachConsumer, TurnStreamConsumer
     from turns_app.langgraph_api.consumers import JoinStreamConsumer, RunStreamConsumer
@@ -41,6 +44,7 @@ def build_application():
                             r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/stream$",
                             JoinStreamConsumer.as_asgi(),
                         ),
+                        re_path(r"^api/", api_app),
                         re_path(r"", django_app),
                     ]
                 )

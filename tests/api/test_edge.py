@@ -191,6 +191,35 @@ async def test_api_errors_are_json(app, alice, method, path, status, code):
         assert answer.headers.get("allow"), answer.headers
 
 
+async def test_the_api_runs_without_the_admins_middleware_thread_hops(app, alice, monkeypatch):
+    """Django runs a sync-style middleware's hooks through `sync_to_async`,
+    two thread hops each (issue 12); the API needs none of the admin's
+    (sessions, users, messages, CSRF, axes) and runs Django's
+    SecurityMiddleware on the event loop."""
+    import django.utils.deprecation as deprecation
+
+    hops: list[str] = []
+    real = deprecation.sync_to_async
+
+    def counting(fn, *args, **kwargs):
+        hops.append(getattr(fn, "__qualname__", repr(fn)))
+        return real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(deprecation, "sync_to_async", counting)
+    body = json.dumps({"text": "Ada Lovelace"}).encode()
+    chat = await call(app, "POST", "/api/sessions/s1/turns", chunks=[body],
+                      headers={"Authorization": f"Bearer {alice}", "content-type": "application/json"})
+    assert chat.status == 200, chat.body
+    listed = await call(app, "GET", "/api/sessions", headers={"Authorization": f"Bearer {alice}"})
+    assert listed.status == 200
+    assert hops == []
+    # SecurityMiddleware still answers for the API.
+    assert chat.headers["cross-origin-opener-policy"] == "same-origin"
+    # The counter counts: the admin's pages do go through them.
+    page = await call(app, "GET", "/admin/login/")
+    assert page.status == 200 and len(hops) >= 10, hops
+
+
 @pytest.mark.parametrize("path", ["/api/health", "/api/sessions", "/api/nope"])
 async def test_api_refuses_a_foreign_host_in_json(app, alice, path):
     answer = await call(app, "GET", path, host="evil.example", headers={"Authorization": f"Bearer {alice}"})

@@ -1,0 +1,60 @@
+"""Django for the JSON API (`/api/`), without the admin's middleware.
+
+The API authenticates with bearer keys: it has no use for sessions, users,
+messages, CSRF (ninja's views are exempt) or login throttling, and the edge
+(agentsite.http.edge) already sets the security headers and the JSON error
+contract. Under ASGI every sync-style middleware costs two thread hops per
+request (Django runs `process_request` and `process_response` through
+`sync_to_async`): a dozen hops per chat turn for nothing (issue 12). This
+handler runs the API's views behind Django's SecurityMiddleware alone (SSL
+redirect, HSTS), called on the event loop: it only reads settings and
+headers.
+"""
+
+from __future__ import annotations
+
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.exception import convert_exception_to_response
+from django.middleware.security import SecurityMiddleware
+
+
+class InlineSecurityMiddleware(SecurityMiddleware):
+    """Django's SecurityMiddleware without the thread hops."""
+
+    sync_capable = False
+    async_capable = True
+
+    async def __acall__(self, request):
+        response = self.process_request(request)
+        if response is None:
+            response = await self.get_response(request)
+        return self.process_response(request, response)
+
+
+API_MIDDLEWARE = (InlineSecurityMiddleware,)
+
+
+class ApiHandler(ASGIHandler):
+    """ASGIHandler with API_MIDDLEWARE instead of settings.MIDDLEWARE (the
+    same steps as BaseHandler.load_middleware, for async middleware only),
+    and without a ThreadSensitiveContext per request: inside one, the
+    request's thread-sensitive calls (Django's `response.close`) start a new
+    OS thread and join it at the end, every request. The API's views reach
+    the database through agentsite.asyncdb's own threads, never through
+    thread-sensitive code, so Django's few hops go to asgiref's one shared
+    thread instead."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        await self.handle(scope, receive, send)
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        assert is_async, "ApiHandler serves ASGI only"
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        handler = convert_exception_to_response(self._get_response_async)
+        for middleware in reversed(API_MIDDLEWARE):
+            handler = convert_exception_to_response(middleware(handler))
+        self._middleware_chain = handler
