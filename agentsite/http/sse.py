@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncGenerator, Iterable
 from typing import Protocol
 
+from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
@@ -57,6 +58,16 @@ class SseConsumer(AsyncHttpConsumer):
         self._receive = receive
         self._body_size = 0
         await super().__call__(scope, receive, send)
+
+    async def dispatch(self, message):
+        # Channels' dispatch runs close_old_connections in a worker thread
+        # before every message (the request, each body chunk): a thread hop
+        # for connections these consumers never hold — their database work
+        # goes through agentsite.asyncdb's own threads (issue 12).
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def http_request(self, message):
         # Django caps request bodies (DATA_UPLOAD_MAX_MEMORY_SIZE); a consumer

@@ -220,6 +220,24 @@ async def test_the_api_runs_without_the_admins_middleware_thread_hops(app, alice
     assert page.status == 200 and len(hops) >= 10, hops
 
 
+async def test_the_stream_consumers_make_no_thread_hop_per_message(app, alice, monkeypatch):
+    """Channels closes old connections in a worker thread before every
+    message a consumer handles; ours hold none (issue 12)."""
+    import channels.consumer
+
+    hops: list[str] = []
+
+    async def counting():
+        hops.append("close_old_connections")
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counting)
+    body = json.dumps({"text": "Ada Lovelace"}).encode()
+    answer = await call(app, "POST", "/api/sessions/s1/turns/stream", chunks=[body[:5], body[5:]],
+                        headers={"Authorization": f"Bearer {alice}"})
+    assert answer.status == 200 and b"event: done" in answer.body, answer.body[-300:]
+    assert hops == []
+
+
 @pytest.mark.parametrize("path", ["/api/health", "/api/sessions", "/api/nope"])
 async def test_api_refuses_a_foreign_host_in_json(app, alice, path):
     answer = await call(app, "GET", path, host="evil.example", headers={"Authorization": f"Bearer {alice}"})
