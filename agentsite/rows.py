@@ -106,6 +106,25 @@ def insert(objs: Iterable[Model], *, ignore_conflicts: bool = False) -> int:
     return inserted
 
 
+def insert_if(obj: Model, condition: str, params: Sequence[Any], *, ignore_conflicts: bool = False) -> int:
+    """Insert `obj` only where the SQL `condition` holds, in the same
+    statement (a check and its write with nothing between them); returns
+    the rows inserted (0 or 1)."""
+    model = type(obj)
+    values_sql, fields = _insert_sql(connection.vendor, model, 1, False)
+    head, _, values = values_sql.partition(" VALUES ")
+    # SQLite needs the WHERE to tell ON CONFLICT from a join's ON.
+    sql = f"{head} SELECT {values[1:-1]} WHERE {condition}"
+    if ignore_conflicts:
+        sql += " ON CONFLICT DO NOTHING"
+    row = _prep(fields, obj, add=True)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*row, *params])
+        inserted = cursor.rowcount
+    obj._state.adding = not inserted
+    return inserted
+
+
 def _one_round_trip() -> bool:
     options = connection.settings_dict.get("OPTIONS") or {}
     return connection.vendor == "postgresql" and not options.get("server_side_binding")

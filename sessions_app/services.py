@@ -16,7 +16,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentsite import rows
@@ -162,17 +161,32 @@ def session_lock(
     return session
 
 
+# Counted up to the limit: an owner's thousands of sessions cost no more
+# than the limit's worth of index entries per new session.
+_LIVE_SESSIONS_UP_TO = (
+    'SELECT COUNT(*) FROM (SELECT 1 FROM "agent_sessions" '
+    'WHERE "owner" = %s AND "deleted_at" IS NULL LIMIT %s) AS "live"'
+)
+
+
+def _too_many_sessions(limit: int) -> TooManySessions:
+    return TooManySessions(
+        f"at most {limit} live sessions per owner; delete some first",
+        details={"limit": limit},
+    )
+
+
 def check_session_quota(*, owner: str) -> None:
     """Before a session is created or revived: at most
     AGENT_MAX_SESSIONS_PER_OWNER live sessions per owner. Counted inside the
     creating transaction; concurrent creates may overshoot by the number
     running at once, which bounds growth all the same."""
     limit = settings.AGENT_MAX_SESSIONS_PER_OWNER
-    if AgentSession.objects.filter(owner=owner, deleted_at__isnull=True).count() >= limit:
-        raise TooManySessions(
-            f"at most {limit} live sessions per owner; delete some first",
-            details={"limit": limit},
-        )
+    with connection.cursor() as cursor:
+        cursor.execute(_LIVE_SESSIONS_UP_TO, [owner, limit])
+        (live,) = cursor.fetchone()
+    if live >= limit:
+        raise _too_many_sessions(limit)
 
 
 def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
@@ -185,14 +199,20 @@ def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
     try:
         session = session_lock(owner=owner, key=key, include_deleted=True)
     except SessionNotFound:
-        check_session_quota(owner=owner)
-        # ON CONFLICT DO NOTHING: a concurrent first request may create it
+        # Inserted only under the quota, checked in the same statement. ON
+        # CONFLICT DO NOTHING: a concurrent first request may create it
         # first, and its row is ours to lock then (no savepoint needed).
-        created = rows.insert(
-            [AgentSession(owner=owner, key=key, form=default_form(), graph=settings.AGENT_GRAPH)],
+        limit = settings.AGENT_MAX_SESSIONS_PER_OWNER
+        created = rows.insert_if(
+            AgentSession(owner=owner, key=key, form=default_form(), graph=settings.AGENT_GRAPH),
+            f"({_LIVE_SESSIONS_UP_TO}) < %s",
+            [owner, limit, limit],
             ignore_conflicts=True,
         )
-        session = session_lock(owner=owner, key=key, include_deleted=True)
+        try:
+            session = session_lock(owner=owner, key=key, include_deleted=True)
+        except SessionNotFound:
+            raise _too_many_sessions(limit) from None
     # Created by this transaction: it has no turns for the caller to look for.
     session.created_here = bool(created)
     if session.is_deleted:
