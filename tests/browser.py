@@ -99,3 +99,9 @@ def chromium_path() -> str:
 
 def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS)
+
+
+def send_chat_message(page, text: str) -> None:
+    """Type a message into the chat page (templates/chat.html) and send it."""
+    page.fill("#message", text)
+    page.click("#send")

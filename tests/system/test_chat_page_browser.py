@@ -15,7 +15,7 @@ from django.conf import settings
 
 from sessions_app.models import AgentSession
 from sessions_app.services import api_key_create
-from tests.browser import launch_chromium
+from tests.browser import launch_chromium, send_chat_message
 
 pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -36,11 +36,6 @@ WATCH_TENTATIVE = """() => {
   }).observe(document.getElementById('transcript'),
              {subtree: true, childList: true, characterData: true});
 }"""
-
-
-def send(page, text: str) -> None:
-    page.fill("#message", text)
-    page.click("#send")
 
 
 def test_chat_page_streams_a_turn_in_headless_chromium(servers):
@@ -73,7 +68,7 @@ def test_chat_page_streams_a_turn_in_headless_chromium(servers):
             page.evaluate(WATCH_TENTATIVE)
 
             # Turn 1: the deltas show in a tentative bubble before `done`.
-            send(page, "hello")
+            send_chat_message(page, "hello")
             tentative = page.locator("#transcript .msg.assistant.tentative .text")
             expect(tentative).to_have_text(re.compile(r"\S"))
             assistant = page.locator("#transcript .msg.assistant")
@@ -87,7 +82,7 @@ def test_chat_page_streams_a_turn_in_headless_chromium(servers):
             assert seen[0] != REPLY_1  # … and was shown before the commit
 
             # Turn 2: a field is extracted and committed.
-            send(page, "Ada Lovelace")
+            send_chat_message(page, "Ada Lovelace")
             expect(assistant).to_have_count(2)
             expect(assistant.last.locator(".text")).to_have_text(REPLY_2)
             expect(page.locator("#session-version")).to_have_text("2")
@@ -111,7 +106,7 @@ def test_chat_page_streams_a_turn_in_headless_chromium(servers):
 
             # A bad key: the pre-stream 401 is shown with a hint.
             page.fill("#api-key", "not-a-real-key")
-            send(page, "hello again")
+            send_chat_message(page, "hello again")
             error = page.locator("#transcript .msg.error")
             expect(error).to_have_count(1)
             expect(error).to_contain_text("unauthorized")
@@ -171,7 +166,7 @@ def test_new_clears_an_error_and_required_fields_are_marked(servers):
             page.goto(f"{server.url}/")
             page.fill("#api-key", key)
             page.fill("#session-key", "chat-fields-1")
-            send(page, "hello")
+            send_chat_message(page, "hello")
             expect(page.locator("#session-version")).to_have_text("1")
 
             # The default form: five required fields, two optional ones.
@@ -186,7 +181,7 @@ def test_new_clears_an_error_and_required_fields_are_marked(servers):
                 row = page.locator(f'#fields tr[data-field="{name}"]')
                 expect(row.locator("abbr.required")).to_have_count(0)
                 expect(row.locator("td")).to_have_text("—")
-            send(page, "Ada Lovelace")
+            send_chat_message(page, "Ada Lovelace")
             expect(page.locator("#session-version")).to_have_text("2")
             expect(page.locator('#fields tr[data-field="name"]')).not_to_have_class(re.compile("required-missing"))
             expect(page.locator('#fields tr[data-field="name"] abbr.required')).to_be_visible()
@@ -194,7 +189,7 @@ def test_new_clears_an_error_and_required_fields_are_marked(servers):
 
             # An error bubble, then New: a fresh session shows none of it.
             page.fill("#api-key", "not-a-real-key")
-            send(page, "hello again")
+            send_chat_message(page, "hello again")
             expect(page.locator("#transcript .msg.error")).to_have_count(1)
             old_session = page.input_value("#session-key")
             page.click("#new-session")

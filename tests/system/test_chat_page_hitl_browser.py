@@ -21,7 +21,7 @@ from django.conf import settings
 from agentsite.booking.models import Booking
 from sessions_app.models import AgentSession
 from sessions_app.services import api_key_create
-from tests.browser import launch_chromium
+from tests.browser import launch_chromium, send_chat_message
 from turns_app.models import AgentTurn
 
 pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -62,11 +62,6 @@ def open_page(browser, server, key: str, session: str):
     return page, watch
 
 
-def send(page, text: str) -> None:
-    page.fill("#message", text)
-    page.click("#send")
-
-
 def test_approve_reject_and_reload_a_pending_interrupt(servers):
     from playwright.sync_api import expect, sync_playwright
 
@@ -83,7 +78,7 @@ def test_approve_reject_and_reload_a_pending_interrupt(servers):
             page, watch = open_page(browser, server, key, "hitl-approve")
             expect(page.locator("#transcript .empty")).to_have_text("New session: your first message creates it.")
             page.select_option("#graph", "booking")  # waits for /api/graphs to fill the list
-            send(page, BOOK_APPROVED)
+            send_chat_message(page, BOOK_APPROVED)
 
             # The pause: a card with the proposed booking, the composer locked.
             card = page.locator("#transcript .msg.interrupt")
@@ -123,7 +118,7 @@ def test_approve_reject_and_reload_a_pending_interrupt(servers):
             page.click("#new-session")
             expect(page.locator("#graph")).to_have_value("booking")  # the choice stays for new sessions
             rejected_session = page.input_value("#session-key")
-            send(page, BOOK_REJECTED)
+            send_chat_message(page, BOOK_REJECTED)
             card = page.locator("#transcript .msg.interrupt")
             expect(card.locator('dd[data-arg="name"]')).to_have_text("Grace Hopper")
             card.locator("input.reason").fill("changed my mind")
@@ -144,9 +139,9 @@ def test_approve_reject_and_reload_a_pending_interrupt(servers):
             expect(page.locator("#transcript .empty")).to_have_text("New session: your first message creates it.")
             other, other_watch = open_page(browser, server, key, pending_session)
             expect(other.locator("#transcript .empty")).to_have_text("New session: your first message creates it.")
-            send(page, BOOK_PENDING)
+            send_chat_message(page, BOOK_PENDING)
             expect(page.locator("#transcript .msg.interrupt")).to_have_count(1)
-            send(other, "Is there parking?")
+            send_chat_message(other, "Is there parking?")
             refused = other.locator("#transcript .msg.error")
             expect(refused.locator(".code")).to_have_text("interrupt_pending")
             expect(refused.locator(".note")).to_contain_text("approve or reject it first")
@@ -230,7 +225,7 @@ def test_regenerate_replaces_the_last_reply_and_refuses_a_changed_session(server
             regenerate = page.locator("#transcript button.regenerate")
 
             # The first turn: regenerate goes back to the session's start.
-            send(page, "hello")
+            send_chat_message(page, "hello")
             expect(assistant.last.locator(".text")).to_have_text(REPLY_1)
             expect(regenerate).to_have_count(1)
             first = assistant.last.get_attribute("data-turn-id")
@@ -244,7 +239,7 @@ def test_regenerate_replaces_the_last_reply_and_refuses_a_changed_session(server
             first_again = assistant.last.get_attribute("data-turn-id")
 
             # A later turn: back to just after the previous one; only the last reply offers it.
-            send(page, "Ada Lovelace")
+            send_chat_message(page, "Ada Lovelace")
             expect(assistant.last.locator(".text")).to_have_text(REPLY_2)
             expect(regenerate).to_have_count(1)
             expect(assistant.last.locator("button.regenerate")).to_have_count(1)
