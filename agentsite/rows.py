@@ -64,12 +64,19 @@ def update(instance: Model, names: Sequence[str]) -> int:
 
 
 @lru_cache(maxsize=None)
-def _insert_sql(vendor: str, model: type[Model], rows: int, ignore_conflicts: bool) -> tuple[str, tuple[Field, ...]]:
+def _insert_into(vendor: str, model: type[Model]) -> tuple[str, str, tuple[Field, ...]]:
+    """`INSERT INTO table (columns)`, one row's placeholders, and the fields
+    they stand for (all but a primary key the database generates)."""
     meta = model._meta
     fields = tuple(f for f in meta.concrete_fields if not (f.primary_key and f.db_returning))
     columns = ", ".join(_quote(f.column) for f in fields)
-    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    sql = f"INSERT INTO {_quote(meta.db_table)} ({columns}) VALUES {', '.join([one] * rows)}"
+    return f"INSERT INTO {_quote(meta.db_table)} ({columns})", ", ".join(["%s"] * len(fields)), fields
+
+
+@lru_cache(maxsize=None)
+def _insert_sql(vendor: str, model: type[Model], rows: int, ignore_conflicts: bool) -> tuple[str, tuple[Field, ...]]:
+    head, placeholders, fields = _insert_into(vendor, model)
+    sql = f"{head} VALUES {', '.join([f'({placeholders})'] * rows)}"
     if ignore_conflicts:
         sql += " ON CONFLICT DO NOTHING"
     return sql, fields
@@ -110,11 +117,9 @@ def insert_if(obj: Model, condition: str, params: Sequence[Any], *, ignore_confl
     """Insert `obj` only where the SQL `condition` holds, in the same
     statement (a check and its write with nothing between them); returns
     the rows inserted (0 or 1)."""
-    model = type(obj)
-    values_sql, fields = _insert_sql(connection.vendor, model, 1, False)
-    head, _, values = values_sql.partition(" VALUES ")
+    head, placeholders, fields = _insert_into(connection.vendor, type(obj))
     # SQLite needs the WHERE to tell ON CONFLICT from a join's ON.
-    sql = f"{head} SELECT {values[1:-1]} WHERE {condition}"
+    sql = f"{head} SELECT {placeholders} WHERE {condition}"
     if ignore_conflicts:
         sql += " ON CONFLICT DO NOTHING"
     row = _prep(fields, obj, add=True)

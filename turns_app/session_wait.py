@@ -58,19 +58,16 @@ async def claim_when_free(
             metrics.session_busy_wait(started, acquired=False)
             raise SessionBusy()
         try:
-            try:
-                claimed = await db(claim, **kwargs)
-            except SessionBusy as refused:
-                busy = refused
-            else:
-                if queued:
-                    metrics.session_busy_wait(started, acquired=True)
-                return claimed
-            return await _wait_and_claim(claim, busy, started, deadline, running, kwargs)
+            claimed = await db(claim, **kwargs)
+        except SessionBusy as refused:
+            return await _wait_and_claim(claim, refused, started, deadline, running, kwargs)
         finally:
             turnstile.lock.release()
     finally:
         turnstile.leave(session)
+    if queued:
+        metrics.session_busy_wait(started, acquired=True)
+    return claimed
 
 
 async def _wait_and_claim(
