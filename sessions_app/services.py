@@ -195,26 +195,27 @@ def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
     it when it is a tombstone (its epoch was already advanced by the delete;
     a new epoch runs the default graph). `created_here` on the result is
     True when this call inserted the row."""
-    created = 0
+    created = False
     try:
         session = session_lock(owner=owner, key=key, include_deleted=True)
     except SessionNotFound:
         # Inserted only under the quota, checked in the same statement. ON
         # CONFLICT DO NOTHING: a concurrent first request may create it
         # first, and its row is ours to lock then (no savepoint needed).
+        # A row this statement inserted is ours already: no one else sees
+        # it before the commit, so it is not read back (issue 12).
         limit = settings.AGENT_MAX_SESSIONS_PER_OWNER
+        session = AgentSession(owner=owner, key=key, form=default_form(), graph=settings.AGENT_GRAPH)
         created = rows.insert_if(
-            AgentSession(owner=owner, key=key, form=default_form(), graph=settings.AGENT_GRAPH),
-            f"({_LIVE_SESSIONS_UP_TO}) < %s",
-            [owner, limit, limit],
-            ignore_conflicts=True,
+            session, f"({_LIVE_SESSIONS_UP_TO}) < %s", [owner, limit, limit], ignore_conflicts=True
         )
-        try:
-            session = session_lock(owner=owner, key=key, include_deleted=True)
-        except SessionNotFound:
-            raise _too_many_sessions(limit) from None
+        if not created:
+            try:
+                session = session_lock(owner=owner, key=key, include_deleted=True)
+            except SessionNotFound:
+                raise _too_many_sessions(limit) from None
     # Created by this transaction: it has no turns for the caller to look for.
-    session.created_here = bool(created)
+    session.created_here = created
     if session.is_deleted:
         check_session_quota(owner=owner)
         session.deleted_at = None

@@ -174,6 +174,8 @@ def cache() -> ConversationCache:
 
 async def conversation(session_id: UUID, head_turn_id: UUID | None) -> list[BaseMessage]:
     """The message objects of the conversation up to `head_turn_id`."""
+    if head_turn_id is None:
+        return []  # a first turn: nothing to read, no thread hop for it (issue 12)
     cached = cache().get(session_id, head_turn_id)
     if cached is not None:
         return cached

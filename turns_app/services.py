@@ -246,8 +246,12 @@ def turn_claim(
         )
         first = TurnEvent(1, "turn", turn_event_data(turn))
         session.lease_to(turn.id, session.db_now)
+        # The claim's commit is not waited for on disk: a database crash
+        # that loses it loses a pending turn whose commit cannot happen
+        # without it, and the turn's own commit flushes it (DESIGN.md).
         rows.execute(
             [
+                *rows.flushed_by_next_commit(),
                 *rows.insert_statements([turn]),
                 *_events_statements(turn.id, [first]),
                 rows.update_statement(session, session.LEASE_FIELDS),
