@@ -235,14 +235,23 @@ class TurnRun:
         `_execute` reports it and aborts the turn."""
         graph_task = asyncio.create_task(run_graph(self.claim, self.emit))
         keeper = LeaseKeeper(self.turn_id, graph_task)
-        cancels = asyncio.ensure_future(self._stop_when_cancelled(graph_task))
+        cancelled: list[bool] = []
+
+        def stop_the_graph() -> None:
+            # A cancel (POST …/cancel, on any process) aborted the turn in
+            # the database and rang here.
+            cancelled.append(True)
+            graph_task.cancel()
+
         try:
-            async with asyncio.timeout(settings.AGENT_MODEL_TIMEOUT_SECONDS):
+            async with wakeups.on_cancel(self.turn_id, stop_the_graph), asyncio.timeout(
+                settings.AGENT_MODEL_TIMEOUT_SECONDS
+            ):
                 outcome = await graph_task
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is None or current.cancelling() == 0:
-                if cancels.done() and not cancels.cancelled():
+                if cancelled:
                     raise TurnCancelled() from None
                 if keeper.lost:
                     raise StaleTurn("the turn lost its lease on the session") from None
@@ -259,7 +268,6 @@ class TurnRun:
             logger.warning("turn %s: the model failed: %r", self.turn_id, exc)
             raise ModelError(f"the model failed: {type(exc).__name__}; nothing was committed") from exc
         finally:
-            cancels.cancel()
             await keeper.stop()
         # Once the commit is sent it runs to its end even if the caller is
         # cancelled: its answer (done, or stale/storage error) is the turn's.
@@ -292,14 +300,6 @@ class TurnRun:
             self.log.give_back([e for e in pending if e not in staged])  # the abort writes them (a repeat is skipped)
             raise
 
-
-    async def _stop_when_cancelled(self, graph_task: asyncio.Task) -> None:
-        """A cancel (POST …/cancel, on any process) aborted the turn in the
-        database and rang here: stop the graph. Returns only on a cancel."""
-        async with wakeups.subscription(self.turn_id, channel=wakeups.CANCEL_CHANNEL) as rung:
-            while not await rung.wait(3600):
-                pass
-        graph_task.cancel()
 
     def _committed(self, outcome) -> None:
         # The next turn of this session starts from here without a read.

@@ -79,6 +79,17 @@ class Wakeup:
         return True
 
 
+class _Call:
+    """A doorbell that runs a callback on its event loop instead."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, callback) -> None:
+        self._loop = loop
+        self._callback = callback
+
+    def ring(self) -> None:
+        self._loop.call_soon_threadsafe(self._callback)
+
+
 class _Hub:
     """Followers by turn id, across threads and event loops of this process;
     on PostgreSQL, one LISTEN connection per event loop feeds it."""
@@ -168,3 +179,18 @@ async def subscription(turn_id: UUID, *, channel: str = CHANNEL) -> AsyncIterato
         yield wakeup
     finally:
         _hub.remove(key, wakeup)
+
+
+@contextlib.asynccontextmanager
+async def on_cancel(turn_id: UUID, callback) -> AsyncIterator[None]:
+    """Runs `callback` on this event loop when `turn_id` is cancelled (from
+    any process). A registration, not a waiting task: every running turn
+    has one (issue 12)."""
+    await _hub.ensure_listening()
+    call = _Call(asyncio.get_running_loop(), callback)
+    key = _key(CANCEL_CHANNEL, str(turn_id))
+    _hub.add(key, call)
+    try:
+        yield
+    finally:
+        _hub.remove(key, call)

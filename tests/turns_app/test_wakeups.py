@@ -66,3 +66,20 @@ async def test_on_postgresql_any_insert_notifies_even_without_the_service(alice)
     async with subscription(claimed.turn_id) as woken:
         await orm(lambda: AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=2, event="delta", data="{}"))
         assert await woken.wait(5)
+
+
+@pytest.mark.postgres_only
+async def test_on_postgresql_a_turns_first_event_notifies_nobody(alice):
+    """Nobody can follow a turn before its claim committed: its `turn`
+    event (seq 1) would only wake every process's listener for nothing."""
+    claimed = await claim_turn("s1", "hello")
+
+    def write_the_first_event_again():
+        AgentTurnEvent.objects.filter(turn_id=claimed.turn_id, seq=1).delete()
+        AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=1, event="turn", data="{}")
+
+    async with subscription(claimed.turn_id) as woken:
+        await orm(write_the_first_event_again)
+        assert not await woken.wait(0.5)
+        await orm(lambda: AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=2, event="delta", data="{}"))
+        assert await woken.wait(5)
