@@ -5,8 +5,10 @@ in-process."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from tests.conftest import claim_turn, orm
 from turns_app.models import AgentTurnEvent
@@ -83,3 +85,28 @@ async def test_on_postgresql_a_turns_first_event_notifies_nobody(alice):
         assert not await woken.wait(0.5)
         await orm(lambda: AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=2, event="delta", data="{}"))
         assert await woken.wait(5)
+
+
+@pytest.mark.postgres_only
+async def test_the_listener_comes_back_after_its_connection_is_killed(alice):
+    claimed = await claim_turn("s1", "hello")
+    async with subscription(claimed.turn_id) as woken:
+
+        def kill_the_listener() -> int:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND query LIKE 'LISTEN %%' AND pid <> pg_backend_pid()"
+                )
+                return cursor.fetchone()[0]
+
+        assert await orm(kill_the_listener) >= 1
+        deadline = asyncio.get_running_loop().time() + 10
+        seq = 2
+        # Written until one wakes us: the listener is back within RECONNECT_SECONDS.
+        while True:
+            await orm(lambda: AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=seq, event="delta", data="{}"))
+            if await woken.wait(0.5):
+                break
+            seq += 1
+            assert asyncio.get_running_loop().time() < deadline, "the listener did not come back"
