@@ -13,9 +13,14 @@ headers.
 
 from __future__ import annotations
 
-from django.core.handlers.asgi import ASGIHandler
+import asyncio
+
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
 from django.middleware.security import SecurityMiddleware
+from django.urls import set_script_prefix
 
 
 class InlineSecurityMiddleware(SecurityMiddleware):
@@ -48,6 +53,63 @@ class ApiHandler(ASGIHandler):
         if scope["type"] != "http":
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         await self.handle(scope, receive, send)
+
+    async def handle(self, scope, receive, send) -> None:
+        """Django's `ASGIHandler.handle` (5.2), with the request signals sent
+        on the event loop. Django sends them through `sync_to_async`, a thread
+        hop at each end of every request; their receivers (close old
+        database connections, reset the query log, the caches and the
+        urlconf) concern this thread's state only, and the event loop's
+        thread holds no database connection (agentsite.asyncdb)."""
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            body_file.close()
+            await self.send_response(error_response, send)
+            error_response.close()
+            return
+
+        async def process_request(request, send):
+            response = await self.run_get_response(request)
+            try:
+                await self.send_response(response, send)
+            except asyncio.CancelledError:
+                pass  # the client went away during the send
+            return response
+
+        # As Django: a disconnect while the view runs cancels it.
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request(request, send)),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:
+                    pass
+                except AssertionError:
+                    body_file.close()
+                    raise
+            else:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        try:
+            response = tasks[1].result()
+        except asyncio.CancelledError:
+            signals.request_finished.send(sender=self.__class__)
+        else:
+            response.close()  # sends request_finished
+        body_file.close()
 
     def load_middleware(self, is_async: bool = False) -> None:
         assert is_async, "ApiHandler serves ASGI only"

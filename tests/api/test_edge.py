@@ -195,7 +195,10 @@ async def test_the_api_runs_without_the_admins_middleware_thread_hops(app, alice
     """Django runs a sync-style middleware's hooks through `sync_to_async`,
     two thread hops each (issue 12); the API needs none of the admin's
     (sessions, users, messages, CSRF, axes) and runs Django's
-    SecurityMiddleware on the event loop."""
+    SecurityMiddleware on the event loop. The request signals and the
+    response's close run there too."""
+    import django.core.handlers.asgi as asgi_handler
+    import django.dispatch.dispatcher as dispatcher
     import django.utils.deprecation as deprecation
 
     hops: list[str] = []
@@ -205,7 +208,9 @@ async def test_the_api_runs_without_the_admins_middleware_thread_hops(app, alice
         hops.append(getattr(fn, "__qualname__", repr(fn)))
         return real(fn, *args, **kwargs)
 
-    monkeypatch.setattr(deprecation, "sync_to_async", counting)
+    # Middleware hooks, the request signals' receivers, response.close().
+    for module in (deprecation, dispatcher, asgi_handler):
+        monkeypatch.setattr(module, "sync_to_async", counting)
     body = json.dumps({"text": "Ada Lovelace"}).encode()
     chat = await call(app, "POST", "/api/sessions/s1/turns", chunks=[body],
                       headers={"Authorization": f"Bearer {alice}", "content-type": "application/json"})
