@@ -18,6 +18,7 @@ chunks (LangGraph leaves out those tagged `nostream`), `tool_call` and
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import weakref
@@ -99,10 +100,15 @@ class _Fields:
     value that does not validate is not committed, and is reported."""
 
     def __init__(self, claim: Claim) -> None:
+        self.form = claim.form
         self.start = dict(claim.fields)
         self.current = dict(claim.fields)
-        self.specs = {spec.name: spec for spec in form_spec.parse_form(claim.form)} if claim.form else {}
         self.rejected: list[dict[str, Any]] = []
+
+    @functools.cached_property
+    def specs(self) -> dict[str, form_spec.FieldSpec]:
+        # Parsed only for a graph with a `fields` channel: others never look.
+        return {spec.name: spec for spec in form_spec.parse_form(self.form)} if self.form else {}
 
     def propose(self, proposed: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Apply a `fields` update; returns (changes it made, values refused)."""

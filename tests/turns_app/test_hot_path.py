@@ -101,3 +101,20 @@ async def test_a_first_turn_reads_no_history(monkeypatch):
 
     monkeypatch.setattr(history, "db", no_read)
     assert await history.conversation(uuid.uuid4(), None) == []
+
+
+async def test_a_graph_without_fields_never_parses_the_sessions_form(api, settings, monkeypatch):
+    """The session's form is for graphs with a `fields` channel; parsing it
+    every turn for the others cost a tenth of a millisecond for nothing."""
+    from agentsite.agent import form_spec
+
+    settings.AGENT_GRAPHS = {**settings.AGENT_GRAPHS, "echo": "tests.graphs:build_echo_graph"}
+    assert (await api.call("POST", "/sessions", {"key": "e1", "graph": "echo"})).status_code == 201
+    parsed: list[object] = []
+    real = form_spec.parse_form
+    monkeypatch.setattr(form_spec, "parse_form", lambda raw: parsed.append(raw) or real(raw))
+    assert (await api.chat("e1", "hello")).status_code == 200
+    assert parsed == []
+    # The intake graph has fields: its turns do parse the form.
+    assert (await api.chat("i1", "My name is Ada Lovelace")).status_code == 200
+    assert parsed
