@@ -122,10 +122,12 @@ class _Hub:
         """Start this loop's LISTEN connection if it is not running, and give
         it a moment to be listening (a follower reading the log right after
         would otherwise miss what is written in between — until its timer)."""
-        if not is_postgres(database_settings()):
-            return
         loop = asyncio.get_running_loop()
         task = self._listeners.get(loop)
+        if task is not None and not task.done() and self._ready[loop].is_set():
+            return  # every turn asks: the common answer costs no wait_for (issue 12)
+        if not is_postgres(database_settings()):
+            return
         if task is None or task.done():
             ready = self._ready[loop] = asyncio.Event()
             self._listeners[loop] = loop.create_task(self._listen(ready), name="turn-event-listener")
