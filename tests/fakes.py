@@ -59,7 +59,19 @@ class ScriptedModel(OfflineChatModel):
         self.script.record(task, messages)
         if task in self.script.fail:
             raise self.script.fail[task]
-        return self._generate(messages, stop=stop, **kwargs)
+        gate = self.script.gate
+        result = self._generate(messages, stop=stop, **kwargs)
+        # Unstreamed (a JSON turn): the reply holds before it is returned.
+        if task in GATED_TASKS and result.generations[0].message.content:
+            await self._hold(gate)
+        return result
+
+    async def _hold(self, gate: threading.Event | None) -> None:
+        self.script.reply_started.set()
+        if gate is not None:
+            # A threading.Event, so tests in other threads and loops can open it.
+            while not gate.is_set():
+                await asyncio.sleep(0.005)
 
     async def _astream(
         self, messages, stop=None, run_manager=None, **kwargs
@@ -76,11 +88,7 @@ class ScriptedModel(OfflineChatModel):
             # after its first token; tool calls and extraction never do.
             if first and task in GATED_TASKS and chunk.message.content:
                 first = False
-                self.script.reply_started.set()
-                if gate is not None:
-                    # A threading.Event, so tests in other threads and loops can open it.
-                    while not gate.is_set():
-                        await asyncio.sleep(0.005)
+                await self._hold(gate)
 
 
 # The script the `script` fixture installed; AGENT_MODEL="tests.fakes:scripted_model".

@@ -13,7 +13,9 @@ import pytest
 from django.test import AsyncClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from agentsite.routing import build_application
 from tests.conftest import Api
+from tests.turns_app.test_sse_consumer import post, stream_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,7 +68,8 @@ async def test_a_turn_moves_the_counters(metrics_on, api: Api):
     after = await scrape()
     assert moved(before, after, "agentsite_turns_total", outcome="committed", code="") == 1
     assert moved(before, after, "agentsite_turn_duration_seconds_count", outcome="committed") == 1
-    assert moved(before, after, "agentsite_turn_first_delta_seconds_count") == 1
+    # A JSON turn streams no tokens: no first delta to time.
+    assert moved(before, after, "agentsite_turn_first_delta_seconds_count") == 0
     # The intake graph calls the model twice: field extraction, then the reply.
     assert moved(before, after, "agentsite_model_call_seconds_count", result="ok") == 2
     assert value(after, "agentsite_turns_active") == 0
@@ -77,6 +80,10 @@ async def test_a_turn_moves_the_counters(metrics_on, api: Api):
     assert moved(after, again, "agentsite_turns_total", outcome="replayed", code="") == 1
     assert moved(after, again, "agentsite_turns_total", outcome="committed", code="") == 0
     assert moved(after, again, "agentsite_model_call_seconds_count", result="ok") == 0
+
+    streamed = await stream_events(post(build_application(), api.key, "metrics-1", text="Ada Lovelace"))
+    assert streamed[-1].event == "done"
+    assert moved(again, await scrape(), "agentsite_turn_first_delta_seconds_count") == 1
 
 
 async def test_an_aborted_turn_is_counted_by_its_code(metrics_on, api: Api, script):

@@ -52,6 +52,8 @@ async def chat(
         key=check_session_key(key),
         request=payload.canonical(),
         idempotency_key=check_idempotency_key(idempotency_key),
+        # The client waits for the whole answer: no tokens to stream.
+        deltas=False,
     )
     if isinstance(started, Replay):
         response = HttpResponse(started.body, content_type="application/json")

@@ -132,8 +132,9 @@ class LeaseKeeper:
 class TurnRun:
     """A claimed turn and the task that runs it to its commit (or abort)."""
 
-    def __init__(self, claim: Claim) -> None:
+    def __init__(self, claim: Claim, *, deltas: bool = True) -> None:
         self.claim = claim
+        self.deltas = deltas
         self.log = EventLog(claim.turn_id, claim.first_event)
         self._started = False
         self._keeper: LeaseKeeper | None = None
@@ -233,7 +234,7 @@ class TurnRun:
         events the commit wrote that the clients here have not seen (an
         `interrupt`, then `done`). Raises the ApiError the client should see;
         `_execute` reports it and aborts the turn."""
-        graph_task = asyncio.create_task(run_graph(self.claim, self.emit))
+        graph_task = asyncio.create_task(run_graph(self.claim, self.emit, deltas=self.deltas))
         keeper = LeaseKeeper(self.turn_id, graph_task)
         cancelled: list[bool] = []
 
@@ -322,6 +323,7 @@ async def start_turn(
     request: dict[str, Any],
     idempotency_key: str | None,
     wait_if_busy: bool = True,
+    deltas: bool = True,
     **claim_options: Any,
 ) -> Replay | TurnRun:
     """Claim the session and start the run, as one unit: if the caller is
@@ -329,7 +331,9 @@ async def start_turn(
     away), the claim may still commit, and the turn it claimed is aborted
     as soon as it does, so no pending turn holds the session with nothing
     running it. A busy session is waited for (AGENT_SESSION_WAIT_SECONDS)
-    unless `wait_if_busy` is off; `claim_options` go to `turn_claim`."""
+    unless `wait_if_busy` is off; `claim_options` go to `turn_claim`.
+    `deltas` off: the model's tokens are not streamed as `delta` events
+    (a caller that waits for the whole answer); see `run_graph`."""
     shutdown.refuse_if_stopping()
     kwargs = dict(owner=owner, key=key, request=request, idempotency_key=idempotency_key, **claim_options)
     claiming = asyncio.ensure_future(
@@ -344,7 +348,7 @@ async def start_turn(
         raise
     if isinstance(claimed, Replay):
         return observability.turn_replayed(claimed, owner=owner, key=key)
-    return observability.turn_started(TurnRun(claimed).start(), owner=owner, key=key)
+    return observability.turn_started(TurnRun(claimed, deltas=deltas).start(), owner=owner, key=key)
 
 
 def _running_task(turn_id: UUID) -> asyncio.Task | None:

@@ -150,7 +150,11 @@ def _shown(value: Any) -> Any:
         return repr(value)[:200]
 
 
-async def run_graph(claim: Claim, emit: Emit) -> Outcome:
+async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome:
+    """`deltas` off: no `delta` events. LangGraph's `messages` stream mode
+    is then left off (unless a protocol run asked for its message chunks),
+    so the model answers in one piece, as `ainvoke` would have it: token
+    streaming cost a JSON turn a sixth of its CPU (issue 12)."""
     saver = await run_checkpoints(str(claim.session_id))
     graph = graph_for(claim.graph, saver)
     shape = shape_of(graph)
@@ -182,14 +186,19 @@ async def run_graph(claim: Claim, emit: Emit) -> Outcome:
             async for part in graph.astream(
                 _input_for(claim, shape, prior),
                 config,
-                stream_mode=["messages", "updates", "values", *native.extra_stream_modes],
+                stream_mode=[
+                    *(["messages"] if deltas or native.wants_messages else []),
+                    "updates",
+                    "values",
+                    *native.extra_stream_modes,
+                ],
                 version="v2",
                 durability="exit",
             ):
                 kind, data = part["type"], part["data"]
                 if native.wanted:
                     await native.log(part)
-                if kind == "messages":
+                if kind == "messages" and deltas:
                     chunk, _meta = data
                     text = chunk.text if isinstance(chunk, (AIMessageChunk, AIMessage)) else ""
                     if text:

@@ -68,6 +68,10 @@ class NativeParts:
         return bool(self.events)
 
     @property
+    def wants_messages(self) -> bool:
+        return "messages" in self.events
+
+    @property
     def extra_stream_modes(self) -> list[str]:
         """LangGraph stream modes the graph step does not ask for itself."""
         return ["custom"] if "custom" in self.events else []

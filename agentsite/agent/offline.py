@@ -61,6 +61,9 @@ class OfflineChatModel(BaseChatModel):
         # The task handlers decide which tools to call; binding only records them.
         return self.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
 
+    # A whole answer takes as long as its streamed tokens would: a slow
+    # model is slow whether or not its caller streams (AGENT_OFFLINE_TOKEN_DELAY_MS).
+    # _generate and _agenerate are twins, as _stream and _astream are.
     def _generate(
         self,
         messages: list[BaseMessage],
@@ -68,7 +71,25 @@ class OfflineChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=_as_message(respond(messages)))])
+        answer = respond(messages)
+        if self.token_delay_ms:
+            time.sleep(self._answer_delay(answer))
+        return ChatResult(generations=[ChatGeneration(message=_as_message(answer))])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        answer = await asyncio.to_thread(respond, messages)  # off the loop, as in _astream
+        if self.token_delay_ms:
+            await asyncio.sleep(self._answer_delay(answer))
+        return ChatResult(generations=[ChatGeneration(message=_as_message(answer))])
+
+    def _answer_delay(self, answer: "str | AIMessage") -> float:
+        return (len(_chunks(answer)) - 1) * self.token_delay_ms / 1000
 
     # _stream and _astream are twins: change both together.
     def _stream(

@@ -59,11 +59,15 @@ class FakeOpenAIHandler(BaseHTTPRequestHandler):
     """Chat completions answered by the offline model's logic: a stand-in for
     a real LLM that follows the prompts, tool calls included."""
 
+    # Whether each request asked for a stream (streamed turns do; JSON turns do not).
+    streamed: list[bool] = []
+
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         answer = respond([_message(m) for m in body["messages"]])
-        # Graph runs stream every model call (even nostream-tagged ones), so SSE only.
-        assert body.get("stream"), "expected a streaming request"
+        self.streamed.append(bool(body.get("stream")))
+        if not body.get("stream"):
+            return self._whole(answer, offered_tools=bool(body.get("tools")))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
@@ -76,6 +80,23 @@ class FakeOpenAIHandler(BaseHTTPRequestHandler):
             event = self._envelope("chat.completion.chunk", delta=delta, finish_reason=finish_reason)
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
+
+    def _whole(self, answer: "str | AIMessage", *, offered_tools: bool) -> None:
+        message: dict = {"role": "assistant", "content": answer if isinstance(answer, str) else answer.text}
+        finish_reason = "stop"
+        if isinstance(answer, AIMessage) and answer.tool_calls:
+            assert offered_tools, "a tool call without tools offered"
+            message["tool_calls"] = [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["args"])}}
+                for c in answer.tool_calls
+            ]
+            finish_reason = "tool_calls"
+        payload = json.dumps(self._envelope("chat.completion", message=message, finish_reason=finish_reason)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
     @staticmethod
     def _tool_deltas(answer: AIMessage) -> Iterator[tuple[dict, str | None]]:
@@ -154,6 +175,7 @@ async def test_openai_provider_runs_the_graph_against_openai_base_url(fake_opena
         "need_form_update": True,
     }
     config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    FakeOpenAIHandler.streamed.clear()
     chunks = []
     async for part in graph.astream(state, config, stream_mode=["messages", "updates"], version="v2"):
         if part["type"] == "messages":
@@ -163,6 +185,8 @@ async def test_openai_provider_runs_the_graph_against_openai_base_url(fake_opena
     assert values["messages"][-1].content == "Thanks! What is your email address?"
     assert {meta["langgraph_node"] for _, meta in chunks} == {"reply"}
     assert "".join(chunk.content for chunk, _ in chunks) == values["messages"][-1].content
+    # Streamed runs ask the provider for streams, even for nostream-tagged calls.
+    assert FakeOpenAIHandler.streamed and all(FakeOpenAIHandler.streamed)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -173,6 +197,7 @@ async def test_an_openai_provider_runs_the_booking_graph_with_tool_calls(fake_op
     from tests.conftest import orm
 
     settings.AGENT_MODEL = "openai:gpt-4o-mini"
+    FakeOpenAIHandler.streamed.clear()
     assert (await api.call("POST", "/sessions", {"key": "b1", "graph": "booking"})).status_code == 201
     paused = json.loads(
         (await api.chat("b1", "Book a table for 2 people on 2031-05-01 at 19:30, my name is Ada Lovelace")).content
@@ -183,3 +208,5 @@ async def test_an_openai_provider_runs_the_booking_graph_with_tool_calls(fake_op
     assert done.status_code == 200, done.content
     (booking,) = await orm(lambda: list(Booking.objects.all()))
     assert booking.reference in json.loads(done.content)["reply"]
+    # JSON turns wait for whole answers: the provider is never asked to stream.
+    assert FakeOpenAIHandler.streamed and not any(FakeOpenAIHandler.streamed)

@@ -83,6 +83,17 @@ def test_sync_token_delay():
     assert time.monotonic() - started >= 12 * 0.018
 
 
+async def test_a_whole_answer_takes_as_long_as_its_tokens():
+    """A JSON turn asks for whole answers: a slow model stays slow."""
+    model = OfflineChatModel(token_delay_ms=20)
+    started = time.monotonic()
+    answer = await model.ainvoke(reply_prompt())
+    assert time.monotonic() - started >= 12 * 0.018
+    started = time.monotonic()
+    assert model.invoke(reply_prompt()).content == answer.content
+    assert time.monotonic() - started >= 12 * 0.018
+
+
 def test_extract_through_the_model():
     model = OfflineChatModel()
     prompt = [

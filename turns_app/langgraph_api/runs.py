@@ -308,6 +308,9 @@ async def _start(
             wait_if_busy=strategy != "reject",
             graph=graph,
             start_from=start_from,
+            # Protocol streams carry LangGraph's own parts, never our deltas;
+            # message chunks come when the client asks for messages-tuple.
+            deltas=False,
         )
     except SessionBusy:
         if strategy == "reject":
