@@ -204,7 +204,8 @@ def turn_claim(
     with transaction.atomic(durable=True):
         session = session_lock_or_create(owner=owner, key=key)
         _expire_dead_turn(session)
-        if idempotency_key is not None:
+        # A session this transaction created has no turns to look for.
+        if idempotency_key is not None and not session.created_here:
             previous = (
                 AgentTurn.objects.filter(session=session, epoch=session.epoch, idempotency_key=idempotency_key)
                 .exclude(status=AgentTurn.Status.ABORTED)

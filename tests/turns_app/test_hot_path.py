@@ -15,7 +15,7 @@ from tests.conftest import make_outcome
 from turns_app import history
 from turns_app.models import AgentTurn
 from turns_app.services import turn_claim, turn_commit
-from turns_app.types import Claim
+from turns_app.types import Claim, Replay
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -118,3 +118,15 @@ async def test_a_graph_without_fields_never_parses_the_sessions_form(api, settin
     # The intake graph has fields: its turns do parse the form.
     assert (await api.chat("i1", "My name is Ada Lovelace")).status_code == 200
     assert parsed
+
+
+def test_a_new_sessions_claim_with_an_idempotency_key_looks_for_no_earlier_turn():
+    with CaptureQueriesContext(connection) as queries:
+        claimed = turn_claim(owner="alice", key="keyed", request=REQUEST, idempotency_key="k-1")
+    assert isinstance(claimed, Claim)
+    sql = sent(queries)
+    assert not any(s.startswith("SELECT") for s in sql[1:]), sql
+    # The key still works: the same request again, once committed, replays.
+    turn_commit(turn_id=claimed.turn_id, outcome=make_outcome(claimed), pending=[], done_seq=2, claim=claimed)
+    again = turn_claim(owner="alice", key="keyed", request=REQUEST, idempotency_key="k-1")
+    assert isinstance(again, Replay) and again.turn_id == claimed.turn_id
