@@ -93,17 +93,24 @@ class LeaseKeeper:
         self.turn_id = turn_id
         self.run = run
         self.lost = False
-        self.task = asyncio.ensure_future(self._keep())
+        loop = asyncio.get_running_loop()
+        self.lease = settings.AGENT_TURN_LEASE_SECONDS
+        self.interval = max(self.lease / 3, 0.01)
+        # Measured from before each renewal was sent: never later than the
+        # deadline the database set.
+        self.held_until = loop.time() + self.lease
+        # Most turns end before their first renewal is due: a timer, not a
+        # task sleeping for each of them (issue 12).
+        self.task: asyncio.Task | None = None
+        self._first = loop.call_later(self.interval, self._start)
+
+    def _start(self) -> None:
+        if not self.run.done():
+            self.task = asyncio.ensure_future(self._keep())
 
     async def _keep(self) -> None:
         loop = asyncio.get_running_loop()
-        lease = settings.AGENT_TURN_LEASE_SECONDS
-        interval = max(lease / 3, 0.01)
-        # Measured from before each renewal was sent: never later than the
-        # deadline the database set.
-        held_until = loop.time() + lease
         while not self.run.done():
-            await asyncio.sleep(interval)
             sent = loop.time()
             try:
                 held = await db(turn_renew_lease, turn_id=self.turn_id)
@@ -112,7 +119,8 @@ class LeaseKeeper:
                     logger.warning("turn %s: could not renew its lease: %r", self.turn_id, exc)
                 else:
                     logger.exception("turn %s: renewing its lease failed", self.turn_id)
-                if loop.time() < held_until:
+                if loop.time() < self.held_until:
+                    await asyncio.sleep(self.interval)
                     continue  # the lease still holds; try again
                 logger.error("turn %s: its lease ran out before a renewal got through", self.turn_id)
                 held = False
@@ -120,9 +128,13 @@ class LeaseKeeper:
                 self.lost = True
                 self.run.cancel()
                 return
-            held_until = sent + lease
+            self.held_until = sent + self.lease
+            await asyncio.sleep(self.interval)
 
     async def stop(self) -> None:
+        self._first.cancel()
+        if self.task is None:
+            return
         self.task.cancel()
         await asyncio.wait({self.task})
         if not self.task.cancelled() and self.task.exception() is not None:

@@ -129,7 +129,12 @@ async def test_renewals_failing_until_the_lease_runs_out_stop_the_turn(
     assert run.log.events[-1].event == "error"
 
 
-async def test_the_keeper_task_is_awaited_when_the_turn_ends(alice, script, monkeypatch):
+@pytest.mark.parametrize("lease", [30, 0.06], ids=["ends-before-a-renewal", "renews"])
+async def test_the_keeper_leaves_nothing_running_when_the_turn_ends(alice, script, monkeypatch, settings, lease):
+    """A turn shorter than a third of its lease starts no renewing task at
+    all (a timer is cancelled); a longer one's task is awaited."""
+    settings.AGENT_TURN_LEASE_SECONDS = lease
+    script.gate = threading.Event()
     keepers = []
     real = execution.LeaseKeeper
 
@@ -140,9 +145,15 @@ async def test_the_keeper_task_is_awaited_when_the_turn_ends(alice, script, monk
 
     monkeypatch.setattr(execution, "LeaseKeeper", Recorded)
     run = await start("Ada Lovelace")
+    await asyncio.to_thread(script.reply_started.wait, 5)
+    await asyncio.sleep(0.1)  # longer than a third of the short lease
+    script.gate.set()
     await execution.await_turn(run)
     (keeper,) = keepers
-    assert keeper.task.done()
+    if lease < 1:
+        assert keeper.task is not None and keeper.task.done()
+    else:
+        assert keeper.task is None
 
 
 # --- transactions -------------------------------------------------------------------------
