@@ -194,30 +194,28 @@ stop_listening = _hub.stop
 
 
 @contextlib.asynccontextmanager
+async def _rung_on(channel: str, turn_id: UUID, doorbell) -> AsyncIterator[None]:
+    await _hub.ensure_listening()
+    key = _key(channel, str(turn_id))
+    _hub.add(key, doorbell)
+    try:
+        yield
+    finally:
+        _hub.remove(key, doorbell)
+
+
+@contextlib.asynccontextmanager
 async def subscription(turn_id: UUID, *, channel: str = CHANNEL) -> AsyncIterator[Wakeup]:
     """Rung whenever events of `turn_id` are written (or, on CANCEL_CHANNEL,
     when it is cancelled). Subscribe *before* reading the log, so nothing
     written in between goes unnoticed."""
-    await _hub.ensure_listening()
     wakeup = Wakeup(asyncio.get_running_loop())
-    key = _key(channel, str(turn_id))
-    _hub.add(key, wakeup)
-    try:
+    async with _rung_on(channel, turn_id, wakeup):
         yield wakeup
-    finally:
-        _hub.remove(key, wakeup)
 
 
-@contextlib.asynccontextmanager
-async def on_cancel(turn_id: UUID, callback) -> AsyncIterator[None]:
+def on_cancel(turn_id: UUID, callback) -> contextlib.AbstractAsyncContextManager[None]:
     """Runs `callback` on this event loop when `turn_id` is cancelled (from
     any process). A registration, not a waiting task: every running turn
     has one (issue 12)."""
-    await _hub.ensure_listening()
-    call = _Call(asyncio.get_running_loop(), callback)
-    key = _key(CANCEL_CHANNEL, str(turn_id))
-    _hub.add(key, call)
-    try:
-        yield
-    finally:
-        _hub.remove(key, call)
+    return _rung_on(CANCEL_CHANNEL, turn_id, _Call(asyncio.get_running_loop(), callback))
