@@ -37,6 +37,25 @@ class ApiKey(models.Model):
         return f"{self.prefix}… ({self.owner})"
 
 
+class OwnerSessionCount(models.Model):
+    """How many live (not deleted) sessions an owner has, kept by the
+    database itself: triggers on agent_sessions count every insert, delete
+    and change of `deleted_at` or `owner` (migration 0005), so no writer can
+    forget to. The quota check reads this one row instead of counting the
+    owner's sessions, which cost a new session time in proportion to the
+    owner's sessions (issue 12). A derived table: never written by the app,
+    not moved by `move_sessions` (the target's triggers count what moves)."""
+
+    owner = models.CharField(max_length=150, primary_key=True)
+    live = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "agent_owner_sessions"
+
+    def __str__(self) -> str:
+        return f"{self.owner}: {self.live} live session(s)"
+
+
 def default_graph() -> str:
     return settings.AGENT_GRAPH
 

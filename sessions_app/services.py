@@ -161,12 +161,9 @@ def session_lock(
     return session
 
 
-# Counted up to the limit: an owner's thousands of sessions cost no more
-# than the limit's worth of index entries per new session.
-_LIVE_SESSIONS_UP_TO = (
-    'SELECT COUNT(*) FROM (SELECT 1 FROM "agent_sessions" '
-    'WHERE "owner" = %s AND "deleted_at" IS NULL LIMIT %s) AS "live"'
-)
+# The owner's live sessions as the database keeps count of them
+# (OwnerSessionCount): one row read, however many sessions the owner has.
+_LIVE_SESSIONS = 'COALESCE((SELECT "live" FROM "agent_owner_sessions" WHERE "owner" = %s), 0)'
 
 
 def _too_many_sessions(limit: int) -> TooManySessions:
@@ -178,12 +175,13 @@ def _too_many_sessions(limit: int) -> TooManySessions:
 
 def check_session_quota(*, owner: str) -> None:
     """Before a session is created or revived: at most
-    AGENT_MAX_SESSIONS_PER_OWNER live sessions per owner. Counted inside the
-    creating transaction; concurrent creates may overshoot by the number
-    running at once, which bounds growth all the same."""
+    AGENT_MAX_SESSIONS_PER_OWNER live sessions per owner, as counted by the
+    database (OwnerSessionCount). Read inside the creating transaction; a
+    create counts once it commits, so concurrent creates may overshoot by
+    the number running at once, which bounds growth all the same."""
     limit = settings.AGENT_MAX_SESSIONS_PER_OWNER
     with connection.cursor() as cursor:
-        cursor.execute(_LIVE_SESSIONS_UP_TO, [owner, limit])
+        cursor.execute(f"SELECT {_LIVE_SESSIONS}", [owner])
         (live,) = cursor.fetchone()
     if live >= limit:
         raise _too_many_sessions(limit)
@@ -207,7 +205,7 @@ def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
         limit = settings.AGENT_MAX_SESSIONS_PER_OWNER
         session = AgentSession(owner=owner, key=key, form=default_form(), graph=settings.AGENT_GRAPH)
         created = rows.insert_if(
-            session, f"({_LIVE_SESSIONS_UP_TO}) < %s", [owner, limit, limit], ignore_conflicts=True
+            session, f"{_LIVE_SESSIONS} < %s", [owner, limit], ignore_conflicts=True
         )
         if not created:
             try:

@@ -143,3 +143,28 @@ def test_second_sqlite_server_refuses_to_start(tmp_path):
         first.wait(timeout=30)
     # Once the first has gone, a new server starts.
     assert run(SERVE, url).returncode == 0
+
+
+def test_migrating_a_database_with_sessions_counts_each_owners_live_ones(fresh_database_url):
+    """Upgrading: migration sessions_app 0005 fills in the live-session
+    counts of the sessions already there, then its triggers keep them."""
+    url, _ = fresh_database_url
+    assert run(["manage.py", "migrate", "sessions_app", "0004", "--noinput"], url).returncode == 0
+    setup = run(
+        ["-c", "import django; django.setup(); from django.utils import timezone; "
+         "from sessions_app.models import AgentSession as S; "
+         "[S.objects.create(owner='alice', key=f'a{i}') for i in range(3)]; "
+         "S.objects.create(owner='bob', key='b'); "
+         "S.objects.create(owner='bob', key='gone', deleted_at=timezone.now())"],
+        url,
+    )
+    assert setup.returncode == 0, setup.stderr
+    assert run(["manage.py", "migrate", "--noinput"], url).returncode == 0
+    probe = run(
+        ["-c", "import django; django.setup(); from sessions_app.models import AgentSession as S, "
+         "OwnerSessionCount as C; S.objects.create(owner='bob', key='new'); "
+         "print(sorted(C.objects.values_list('owner', 'live')))"],
+        url,
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.strip() == "[('alice', 3), ('bob', 2)]"
