@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Field, Model
 from django.db.models.functions import Now
 from django.db.models.sql import Query
@@ -114,30 +114,61 @@ def insert(objs: Iterable[Model], *, ignore_conflicts: bool = False) -> int:
     return inserted
 
 
-def insert_if(obj: Model, condition: str, params: Sequence[Any], *, ignore_conflicts: bool = False) -> bool:
+def insert_if_statement(
+    obj: Model,
+    condition: str,
+    params: Sequence[Any],
+    *,
+    ignore_conflicts: bool = False,
+    returning_clock: bool = False,
+    expressions: dict[str, Statement] | None = None,
+) -> Statement:
     """Insert `obj` only where the SQL `condition` holds, in the same
-    statement (a check and its write with nothing between them); True if it
-    was inserted. An inserted row is read back from memory, not from the
-    database: `obj` gets `db_now`, the database's clock, from the same
-    statement (`RETURNING`), as `LockedRead` gives it — and the row is
-    as good as locked, since no other transaction sees it before this one
-    commits (a concurrent insert of the same key waits on the unique index)."""
-    head, placeholders, fields = _insert_into(connection.vendor, type(obj))
-    now_sql, convert_now = _clock()
+    statement (a check and its write with nothing between them).
+    `expressions`: columns whose value the database computes, as SQL and
+    its parameters (see `expression`), instead of the instance's value.
+    `returning_clock`: the statement returns the database's clock for a
+    row it inserted (see `inserted`)."""
+    head, _, fields = _insert_into(connection.vendor, type(obj))
+    expressions = expressions or {}
+    values, row = [], []
+    for field, value in zip(fields, _prep(fields, obj, add=True)):
+        if field.attname in expressions:
+            sql, sql_params = expressions[field.attname]
+            values.append(sql)
+            row += sql_params
+        else:
+            values.append("%s")
+            row.append(value)
     # SQLite needs the WHERE to tell ON CONFLICT from a join's ON.
-    sql = f"{head} SELECT {placeholders} WHERE {condition}"
+    sql = f"{head} SELECT {', '.join(values)} WHERE {condition}"
     if ignore_conflicts:
         sql += " ON CONFLICT DO NOTHING"
-    sql += f" RETURNING {now_sql}"
-    row = _prep(fields, obj, add=True)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*row, *params])
-        returned = cursor.fetchone()
+    if returning_clock:
+        sql += f" RETURNING {_clock()[0]}"
+    return sql, [*row, *params]
+
+
+def inserted(obj: Model, returned: Sequence[Any] | None) -> bool:
+    """After `insert_if_statement(obj, …, returning_clock=True)` ran (see `first_row`): True
+    if it inserted the row. An inserted row is read back from memory, not
+    from the database: `obj` gets `db_now`, the database's clock, from the
+    same statement, as `LockedRead` gives it — and the row is as good as
+    locked, since no other transaction sees it before this one commits (a
+    concurrent insert of the same key waits on the unique index)."""
     if returned is None:
         return False
     obj._state.adding, obj._state.db = False, connection.alias
-    obj.db_now = convert_now(returned[0])
+    obj.db_now = _clock()[1](returned[0])
     return True
+
+
+def expression(value: Any) -> Statement:
+    """A Django expression as SQL and parameters for this database (resolved
+    first: date arithmetic, for one, compiles per backend only then)."""
+    query = Query(None)
+    sql, params = query.get_compiler(connection=connection).compile(value.resolve_expression(query))
+    return sql, list(params)
 
 
 def _converted(expression: Any) -> Callable[[Any], Any]:
@@ -184,6 +215,13 @@ def _one_round_trip() -> bool:
     return connection.vendor == "postgresql" and not options.get("server_side_binding")
 
 
+def _one_query(cursor: Any, statements: list[Statement]) -> str:
+    """PostgreSQL: the statements as one query text, each bound on its own.
+    psycopg remembers how to bind a query of at most 50 parameters; a whole
+    batch has more and would be parsed afresh every time (issue 12)."""
+    return "; ".join(cursor.cursor.mogrify(sql, params) for sql, params in statements)
+
+
 def execute(statements: Iterable[Statement]) -> None:
     """Statements whose results nobody reads. On PostgreSQL they go in one
     round trip: Django binds parameters on the client (psycopg's
@@ -195,10 +233,38 @@ def execute(statements: Iterable[Statement]) -> None:
         return
     with connection.cursor() as cursor:
         if len(statements) > 1 and _one_round_trip():
-            cursor.execute("; ".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+            cursor.execute(_one_query(cursor, statements))
         else:
             for statement in statements:
                 cursor.execute(*statement)
+
+
+def first_row(statements: Iterable[Statement]) -> tuple | None:
+    """`execute`, in one round trip on PostgreSQL as well; returns the first
+    row the *first* statement answered (None if it answered none)."""
+    statements = list(statements)
+    with connection.cursor() as cursor:
+        if len(statements) > 1 and _one_round_trip():
+            # psycopg leaves the cursor on the first statement's result.
+            cursor.execute(_one_query(cursor, statements))
+            return cursor.fetchone()
+        cursor.execute(*statements[0])
+        row = cursor.fetchone()
+        for statement in statements[1:]:
+            cursor.execute(*statement)
+        return row
+
+
+def first_row_in_own_transaction(statements: Iterable[Statement]) -> tuple | None:
+    """`first_row`, as a transaction of its own. On PostgreSQL, one query in
+    autocommit mode, which the server runs as one implicit transaction (all
+    or nothing): no BEGIN and no COMMIT round trip. Elsewhere (or inside a
+    transaction already), in `transaction.atomic`."""
+    statements = list(statements)
+    if _one_round_trip() and connection.get_autocommit():
+        return first_row(statements)
+    with transaction.atomic():
+        return first_row(statements)
 
 
 class LockedRead:

@@ -110,6 +110,10 @@ class AgentSession(models.Model):
             ),
         ]
 
+    # Not a column: True on the instance a transaction inserted (it has no
+    # turns to look for yet).
+    created_here = False
+
     def __str__(self) -> str:
         return f"{self.key} ({self.owner})"
 
@@ -132,10 +136,14 @@ class AgentSession(models.Model):
 
     LEASE_FIELDS = ("active_turn_id", "lease_expires_at", "updated_at")
 
+    @staticmethod
+    def lease_length() -> timedelta:
+        return timedelta(seconds=settings.AGENT_TURN_LEASE_SECONDS)
+
     def lease_to(self, turn_id: uuid.UUID, now: datetime) -> None:
         """`hold`, unsaved: the caller writes LEASE_FIELDS with its other statements."""
         self.active_turn_id = turn_id
-        self.lease_expires_at = now + timedelta(seconds=settings.AGENT_TURN_LEASE_SECONDS)
+        self.lease_expires_at = now + self.lease_length()
 
     def hold(self, turn_id: uuid.UUID, now: datetime) -> None:
         """Give (or extend) the lease to `turn_id`. Call with the row locked."""

@@ -12,10 +12,13 @@ import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentsite import rows
@@ -187,43 +190,79 @@ def check_session_quota(*, owner: str) -> None:
         raise _too_many_sessions(limit)
 
 
-def session_lock_or_create(*, owner: str, key: str) -> AgentSession:
-    """Call inside `transaction.atomic`. Locks the owner's session with this key,
-    creating it (default form, AGENT_GRAPH) when there is none and reviving
-    it when it is a tombstone (its epoch was already advanced by the delete;
-    a new epoch runs the default graph). `created_here` on the result is
-    True when this call inserted the row."""
-    created = False
+def new_session(*, owner: str, key: str, graph: str | None = None) -> AgentSession:
+    """A session with this key (default form, `graph` or AGENT_GRAPH), not
+    yet inserted: see `insert_under_quota`."""
+    return AgentSession(owner=owner, key=key, form=default_form(), graph=graph or settings.AGENT_GRAPH)
+
+
+@lru_cache(maxsize=None)
+def _lease_deadline(vendor: str, length: timedelta) -> rows.Statement:
+    """A lease's deadline from the database's clock, as SQL for `vendor`."""
+    return rows.expression(ExpressionWrapper(Now() + Value(length), output_field=DateTimeField()))
+
+
+def insert_under_quota(session: AgentSession, *, holder: uuid.UUID | None = None) -> rows.Statement:
+    """The statement inserting a `new_session`, only under the owner's
+    quota, checked in the same statement. ON CONFLICT DO NOTHING: a
+    concurrent first request may create it first, and its row is ours to
+    lock then (no savepoint needed). `holder`: the turn that holds the new
+    session's lease, its deadline computed from the database's clock in the
+    same statement. Run it, then `inserted(session, <its first row>)`."""
+    expressions = {}
+    if holder is not None:
+        session.active_turn_id = holder
+        expressions["lease_expires_at"] = _lease_deadline(connection.vendor, AgentSession.lease_length())
+    limit = settings.AGENT_MAX_SESSIONS_PER_OWNER
+    return rows.insert_if_statement(
+        session,
+        f"{_LIVE_SESSIONS} < %s",
+        [session.owner, limit],
+        ignore_conflicts=True,
+        returning_clock=True,
+        expressions=expressions,
+    )
+
+
+def inserted(session: AgentSession, returned: tuple | None) -> bool:
+    """After `insert_under_quota` ran: True if it inserted the session,
+    which is then as its row (`rows.inserted`), `created_here`. A row it
+    inserted is not read back (issue 12)."""
+    if not rows.inserted(session, returned):
+        return False
+    session.created_here = True
+    if session.active_turn_id is not None:
+        session.lease_expires_at = session.db_now + AgentSession.lease_length()
+    return True
+
+
+def session_create_locked(*, owner: str, key: str) -> AgentSession:
+    """Call inside `transaction.atomic`, after `session_lock` found no session
+    with this key: creates it (default form, AGENT_GRAPH), or locks the one a
+    concurrent request created first. `created_here` on the result is True
+    when this call inserted the row: it has no turns to look for."""
+    session = new_session(owner=owner, key=key)
+    if inserted(session, rows.first_row([insert_under_quota(session)])):
+        return session
     try:
-        session = session_lock(owner=owner, key=key, include_deleted=True)
+        return session_lock(owner=owner, key=key, include_deleted=True)
     except SessionNotFound:
-        # Inserted only under the quota, checked in the same statement. ON
-        # CONFLICT DO NOTHING: a concurrent first request may create it
-        # first, and its row is ours to lock then (no savepoint needed).
-        # A row this statement inserted is ours already: no one else sees
-        # it before the commit, so it is not read back (issue 12).
-        limit = settings.AGENT_MAX_SESSIONS_PER_OWNER
-        session = AgentSession(owner=owner, key=key, form=default_form(), graph=settings.AGENT_GRAPH)
-        created = rows.insert_if(
-            session, f"{_LIVE_SESSIONS} < %s", [owner, limit], ignore_conflicts=True
-        )
-        if not created:
-            try:
-                session = session_lock(owner=owner, key=key, include_deleted=True)
-            except SessionNotFound:
-                raise _too_many_sessions(limit) from None
-    # Created by this transaction: it has no turns for the caller to look for.
-    session.created_here = created
-    if session.is_deleted:
-        check_session_quota(owner=owner)
-        session.deleted_at = None
-        # The tombstone kept nothing of the old session, its form included;
-        # a new epoch runs the default graph.
-        session.graph = settings.AGENT_GRAPH
-        session.form = default_form()
-        session.stage = stage_for(session.form, {})
-        session.save(update_fields=["deleted_at", "graph", "form", "stage", "updated_at"])
-    return session
+        raise _too_many_sessions(settings.AGENT_MAX_SESSIONS_PER_OWNER) from None
+
+
+def revive_if_deleted(session: AgentSession) -> None:
+    """Call with the session locked. A tombstone comes back to life: its
+    epoch was already advanced by the delete, and it kept nothing of the
+    old session, its form included, so the new epoch runs the default graph
+    with the default form."""
+    if not session.is_deleted:
+        return
+    check_session_quota(owner=session.owner)
+    session.deleted_at = None
+    session.graph = settings.AGENT_GRAPH
+    session.form = default_form()
+    session.stage = stage_for(session.form, {})
+    session.save(update_fields=["deleted_at", "graph", "form", "stage", "updated_at"])
 
 
 def session_create(

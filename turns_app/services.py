@@ -42,8 +42,16 @@ from agentsite.errors import (
     VersionConflict,
 )
 from sessions_app.selectors import check_session_key, session_get, sessions_with_expired_lease
-from sessions_app.services import session_insert, session_lock, session_lock_or_create
-from turns_app import faults
+from sessions_app.services import (
+    insert_under_quota,
+    inserted,
+    new_session,
+    revive_if_deleted,
+    session_create_locked,
+    session_insert,
+    session_lock,
+)
+from turns_app import faults, known_sessions
 from turns_app.checkpoints import delete_threads
 from turns_app.history import chain_ids
 from turns_app.models import AgentTurn, AgentTurnEvent
@@ -201,24 +209,37 @@ def turn_claim(
     check_session_key(key)
     digest = request_digest(request)
     resume = "resume" in request
+    if not resume and start_from is None and not known_sessions.seen(owner, key):
+        claimed = _claim_new_session(
+            owner=owner, key=key, request=request, digest=digest, idempotency_key=idempotency_key, graph=graph
+        )
+        if claimed is not None:
+            known_sessions.remember(owner, key)
+            return claimed
     with transaction.atomic(durable=True):
-        session = session_lock_or_create(owner=owner, key=key)
-        _expire_dead_turn(session)
-        # A session this transaction created has no turns to look for.
-        if idempotency_key is not None and not session.created_here:
-            previous = (
-                AgentTurn.objects.filter(session=session, epoch=session.epoch, idempotency_key=idempotency_key)
-                .exclude(status=AgentTurn.Status.ABORTED)
-                .first()
-            )
-            if previous is not None:
-                if previous.request_digest != digest:
-                    raise IdempotencyConflict()
-                if previous.status in FINISHED:
-                    return Replay(turn_id=previous.id, body=previous.result)
-                raise TurnInProgress()
-        if session.has_live_turn(session.db_now):
-            raise SessionBusy(holder=session.active_turn_id)
+        try:
+            session = session_lock(owner=owner, key=key, include_deleted=True)
+        except SessionNotFound:
+            if resume:
+                raise InterruptResolved() from None  # a session that does not exist waits for nothing
+            session = session_create_locked(owner=owner, key=key)
+        if not session.created_here:
+            revive_if_deleted(session)
+            _expire_dead_turn(session)
+            if idempotency_key is not None:
+                previous = (
+                    AgentTurn.objects.filter(session=session, epoch=session.epoch, idempotency_key=idempotency_key)
+                    .exclude(status=AgentTurn.Status.ABORTED)
+                    .first()
+                )
+                if previous is not None:
+                    if previous.request_digest != digest:
+                        raise IdempotencyConflict()
+                    if previous.status in FINISHED:
+                        return Replay(turn_id=previous.id, body=previous.result)
+                    raise TurnInProgress()
+            if session.has_live_turn(session.db_now):
+                raise SessionBusy(holder=session.active_turn_id)
         if graph is not None and graph != session.graph:
             _switch_graph(session, graph)
         head_values, last_number = (None, None) if session.created_here else claim_reads(session)
@@ -233,19 +254,9 @@ def turn_claim(
             raise InterruptResolved()
         if not resume and session.interrupt is not None:
             raise InterruptPending(details={"interrupts": session.interrupt["interrupts"]})
-        head_values = head_values or {}
-        turn = AgentTurn(
-            session=session,
-            epoch=session.epoch,
-            number=(last_number or 0) + 1,
-            base_version=session.version,
-            parent_id=session.head_turn_id,
-            graph=session.graph,
-            idempotency_key=idempotency_key,
-            request_digest=digest,
-            request=request,
+        turn, first = _new_turn(
+            session, number=(last_number or 0) + 1, request=request, digest=digest, idempotency_key=idempotency_key
         )
-        first = TurnEvent(1, "turn", turn_event_data(turn))
         session.lease_to(turn.id, session.db_now)
         # The claim's commit is not waited for on disk: a database crash
         # that loses it loses a pending turn whose commit cannot happen
@@ -258,6 +269,31 @@ def turn_claim(
                 rows.update_statement(session, session.LEASE_FIELDS),
             ]
         )
+    known_sessions.remember(owner, key)
+    return _claim_of(session, turn, first, head_values=head_values or {})
+
+
+def _new_turn(
+    session: AgentSession, *, number: int, request: dict[str, Any], digest: str, idempotency_key: str | None
+) -> tuple[AgentTurn, TurnEvent]:
+    """A pending turn of the session's epoch, from its head, and its first event."""
+    turn = AgentTurn(
+        session=session,
+        epoch=session.epoch,
+        number=number,
+        base_version=session.version,
+        parent_id=session.head_turn_id,
+        graph=session.graph,
+        idempotency_key=idempotency_key,
+        request_digest=digest,
+        request=request,
+    )
+    return turn, TurnEvent(1, "turn", turn_event_data(turn))
+
+
+def _claim_of(
+    session: AgentSession, turn: AgentTurn, first: TurnEvent, *, head_values: dict[str, Any]
+) -> Claim:
     return Claim(
         first_event=first,
         turn_id=turn.id,
@@ -265,16 +301,48 @@ def turn_claim(
         epoch=session.epoch,
         number=turn.number,
         base_version=session.version,
-        request=request,
-        idempotency_key=idempotency_key,
+        request=turn.request,
+        idempotency_key=turn.idempotency_key,
         graph=session.graph,
         form=session.form,
         fields=session.fields,
         stage=session.stage,
         parent_id=session.head_turn_id,
         head_values=head_values,
-        interrupt=session.interrupt if resume else None,
+        interrupt=session.interrupt if "resume" in turn.request else None,
     )
+
+
+def _claim_new_session(
+    *, owner: str, key: str, request: dict[str, Any], digest: str, idempotency_key: str | None, graph: str | None
+) -> Claim | None:
+    """A first turn on a key with no session: creates the session holding
+    that turn — the session with its lease, the turn and its `turn` event —
+    as one transaction of its own, in one round trip on PostgreSQL (issue
+    12: BEGIN, a lookup, the writes and COMMIT were four). None when the
+    session was not created (the key exists, a concurrent request created
+    it first, or the owner is at the quota): then nothing was written, since
+    the turn and its event are inserted only where the session row is, and
+    the caller claims the usual way."""
+    session = new_session(owner=owner, key=key, graph=graph)
+    turn, first = _new_turn(session, number=1, request=request, digest=digest, idempotency_key=idempotency_key)
+    session_exists = (
+        'EXISTS (SELECT 1 FROM "agent_sessions" WHERE "id" = %s)',
+        [AgentTurn._meta.pk.get_db_prep_value(session.id, connection)],
+    )
+    event = AgentTurnEvent(turn_id=turn.id, seq=first.id, event=first.event, data=first.data)
+    returned = rows.first_row_in_own_transaction(
+        [
+            insert_under_quota(session, holder=turn.id),
+            rows.insert_if_statement(turn, *session_exists),
+            rows.insert_if_statement(event, *session_exists),
+            *rows.flushed_by_next_commit(),
+        ]
+    )
+    if not inserted(session, returned):
+        return None
+    wake_followers(turn.id)
+    return _claim_of(session, turn, first, head_values={})
 
 
 def claim_reads(session: AgentSession) -> tuple[dict[str, Any] | None, int | None]:

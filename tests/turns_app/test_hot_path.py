@@ -8,11 +8,12 @@ import uuid
 
 import pytest
 from django.db import connection
+from psycopg.pq import TransactionStatus
 from django.test.utils import CaptureQueriesContext
 
 from sessions_app.models import AgentSession
 from tests.conftest import make_outcome
-from turns_app import history
+from turns_app import history, known_sessions
 from turns_app.models import AgentTurn
 from turns_app.services import turn_claim, turn_commit
 from turns_app.types import Claim, Replay
@@ -34,16 +35,34 @@ def claim(key: str) -> Claim:
     return claimed
 
 
-def test_a_new_sessions_claim_does_not_read_back_the_row_it_inserted():
-    with CaptureQueriesContext(connection) as queries:
+@pytest.fixture(autouse=True)
+def no_known_sessions():
+    known_sessions.forget_all()
+    yield
+    known_sessions.forget_all()
+
+
+def test_a_new_sessions_claim_is_one_round_trip_and_reads_nothing_back():
+    idle_before: list[bool] = []
+
+    def watch(execute, sql, params, many, context):
+        if connection.vendor == "postgresql":
+            idle_before.append(connection.connection.info.transaction_status == TransactionStatus.IDLE)
+        return execute(sql, params, many, context)
+
+    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(watch):
         claimed = claim("fresh")
-    # Look for the session, insert it (the clock returned with it), write
-    # the turn, its first event and the lease: nothing read in between.
+    # The session holding its lease (the clock returned with it), the turn
+    # and its first event, inserted as one transaction: on PostgreSQL one
+    # query, with no BEGIN before it nor COMMIT after (the server runs a
+    # multi-statement query as one transaction); nothing read back.
     sql = sent(queries)
-    assert sql[0].startswith("SELECT") and sql[1].startswith('INSERT INTO "agent_sessions"'), sql
-    assert not any(s.startswith("SELECT") for s in sql[1:]), sql
+    assert sql[0].startswith('INSERT INTO "agent_sessions"'), sql
+    assert not any(s.startswith(("SELECT", "UPDATE")) for s in sql), sql
     if connection.vendor == "postgresql":
-        assert len(sql) == 3, sql
+        assert len(sql) == 1 and idle_before == [True], (sql, idle_before)
+        assert 'INSERT INTO "agent_turns"' in sql[0] and 'INSERT INTO "agent_turn_events"' in sql[0], sql
+        assert [q["sql"] for q in queries.captured_queries] == sql  # no BEGIN, no COMMIT
     session = AgentSession.objects.get(owner="alice", key="fresh")
     turn = AgentTurn.objects.get(pk=claimed.turn_id)
     # What the claim took from memory is what the database holds.
@@ -52,6 +71,27 @@ def test_a_new_sessions_claim_does_not_read_back_the_row_it_inserted():
     )
     assert session.active_turn_id == turn.id and turn.status == AgentTurn.Status.PENDING
     assert session.lease_expires_at > session.created_at
+    assert list(turn.events.values_list("seq", "event")) == [(1, "turn")]
+
+
+def test_a_key_this_process_has_not_seen_that_exists_is_claimed_not_orphaned():
+    """A chat on a key this process has not seen first tries to create the
+    session with its turn; when the session exists (made by another
+    process, or before a restart) that insert does nothing, and neither may
+    the turn's rows, or they would belong to no session: the claim then
+    locks the existing session as usual."""
+    existing = AgentSession.objects.create(owner="alice", key="elsewhere")
+    with CaptureQueriesContext(connection) as queries:
+        claimed = claim("elsewhere")
+    assert sent(queries)[0].startswith('INSERT INTO "agent_sessions"')
+    assert claimed.session_id == existing.id and claimed.number == 1
+    assert list(AgentTurn.objects.values_list("id", "session_id")) == [(claimed.turn_id, existing.id)]
+    assert AgentSession.objects.get(pk=existing.id).active_turn_id == claimed.turn_id
+    # Seen now: the next claim goes straight to the lock.
+    turn_commit(turn_id=claimed.turn_id, outcome=make_outcome(claimed), pending=[], done_seq=2, claim=claimed)
+    with CaptureQueriesContext(connection) as queries:
+        assert claim("elsewhere").number == 2
+    assert not any('INSERT INTO "agent_sessions"' in s for s in sent(queries))
 
 
 def test_a_known_sessions_claim_locks_it_once():
@@ -84,6 +124,16 @@ def test_only_the_claim_commits_without_waiting_for_the_disk():
 
         return wrapper
 
+    # A new session's first claim is one multi-statement query, which the
+    # server runs as one implicit transaction: the setting is part of it.
+    with CaptureQueriesContext(connection) as queries:
+        first = claim("durable")
+    assert "SET LOCAL synchronous_commit TO OFF" in sent(queries)[0]
+    with connection.connection.cursor() as raw:
+        raw.execute("SET LOCAL synchronous_commit TO OFF; SHOW synchronous_commit")
+        raw.nextset()
+        assert raw.fetchone()[0] == "off"
+    turn_commit(turn_id=first.turn_id, outcome=make_outcome(first), pending=[], done_seq=2, claim=first)
     with connection.execute_wrapper(spy("claim")):
         claimed = claim("durable")
     with connection.execute_wrapper(spy("commit")):
@@ -130,3 +180,23 @@ def test_a_new_sessions_claim_with_an_idempotency_key_looks_for_no_earlier_turn(
     turn_commit(turn_id=claimed.turn_id, outcome=make_outcome(claimed), pending=[], done_seq=2, claim=claimed)
     again = turn_claim(owner="alice", key="keyed", request=REQUEST, idempotency_key="k-1")
     assert isinstance(again, Replay) and again.turn_id == claimed.turn_id
+
+
+@pytest.mark.postgres_only
+def test_a_batch_is_bound_statement_by_statement(monkeypatch):
+    """PostgreSQL: a batch of statements goes as one query text, each bound
+    on its own, so psycopg's cache of how to bind a query (at most 50
+    parameters) serves it; the whole batch, with more, was parsed afresh on
+    every turn. Values are literals in that text: a `%` in one stays data."""
+    from psycopg import _queries
+
+    parsed_afresh: list[bytes] = []
+    real = _queries._query2pg_client_nocache
+    monkeypatch.setattr(
+        _queries, "_query2pg_client_nocache", lambda query, *a: parsed_afresh.append(query) or real(query, *a)
+    )
+    text = "100% sure: %s %(name)s 50%"
+    claimed = turn_claim(owner="alice", key="percent", request={"text": text}, idempotency_key=None)
+    turn_commit(turn_id=claimed.turn_id, outcome=make_outcome(claimed), pending=[], done_seq=2, claim=claimed)
+    assert parsed_afresh == []
+    assert AgentTurn.objects.get(pk=claimed.turn_id).request == {"text": text}
