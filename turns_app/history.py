@@ -12,6 +12,7 @@ this process's cache of it), never from a checkpoint.
 from __future__ import annotations
 
 import json
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -21,7 +22,7 @@ from uuid import UUID
 from django.conf import settings
 from django.db import connection
 from django.db.models import UUIDField
-from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+from langchain_core.messages import AIMessage, BaseMessage, message_to_dict, messages_from_dict
 
 from agentsite.asyncdb import db
 
@@ -136,7 +137,17 @@ class ConversationCache:
             return list(entry[1])
 
     def put(self, session_id: UUID, head_turn_id: UUID | None, messages: list[BaseMessage]) -> None:
-        size = sum(_size(m) for m in messages)
+        with self._lock:
+            previous = self._entries.get(session_id)
+        # A turn's conversation is the one it started from plus what it
+        # added: only the new messages are sized, so a commit's cost does not
+        # grow with the conversation (issue 12).
+        known, size = 0, 0
+        if previous is not None:
+            before = previous[1]
+            if len(before) <= len(messages) and all(map(operator.is_, before, messages)):
+                known, size = len(before), previous[2]
+        size += sum(_size(m) for m in messages[known:])
         with self._lock:
             self._drop(session_id)
             if size > self.max_bytes:
@@ -159,7 +170,10 @@ class ConversationCache:
 def _size(message: BaseMessage) -> int:
     content = message.content
     text = content if isinstance(content, str) else json.dumps(content, default=str)
-    return 256 + 2 * len(text) + 64 * len(getattr(message, "tool_calls", None) or ())
+    # Only AI messages have tool calls: getattr on the others costs a
+    # pydantic AttributeError each.
+    calls = message.tool_calls if isinstance(message, AIMessage) else ()
+    return 256 + 2 * len(text) + 64 * len(calls)
 
 
 _cache: ConversationCache | None = None

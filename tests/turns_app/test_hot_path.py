@@ -182,6 +182,33 @@ def test_a_new_sessions_claim_with_an_idempotency_key_looks_for_no_earlier_turn(
     assert isinstance(again, Replay) and again.turn_id == claimed.turn_id
 
 
+def test_a_commit_sizes_only_the_messages_its_turn_added(monkeypatch):
+    """The conversation cache is bounded by the bytes it holds: a commit
+    sizes the messages its turn added, not the whole conversation again
+    (that grew every turn's cost with the conversation's length)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    sized: list[object] = []
+    real = history._size
+    monkeypatch.setattr(history, "_size", lambda m: sized.append(m) or real(m))
+    cache = history.ConversationCache(max_bytes=10**7)
+    session = uuid.uuid4()
+    conversation = [HumanMessage(f"q{i}") if i % 2 == 0 else AIMessage(f"a{i}") for i in range(100)]
+    cache.put(session, uuid.uuid4(), conversation)
+    assert len(sized) == 100
+    sized.clear()
+    longer = [*cache.get(session, cache._entries[session][0]), HumanMessage("next"), AIMessage("reply")]
+    cache.put(session, uuid.uuid4(), longer)
+    assert sized == longer[100:]
+    assert cache._bytes == sum(real(m) for m in longer)
+    # A conversation that is not the cached one plus more (a rewind, an
+    # edit) is sized in full.
+    sized.clear()
+    rewritten = [HumanMessage("other"), *longer[1:50]]
+    cache.put(session, uuid.uuid4(), rewritten)
+    assert len(sized) == 50 and cache._bytes == sum(real(m) for m in rewritten)
+
+
 @pytest.mark.postgres_only
 def test_a_batch_is_bound_statement_by_statement(monkeypatch):
     """PostgreSQL: a batch of statements goes as one query text, each bound
