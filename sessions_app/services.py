@@ -236,6 +236,14 @@ def inserted(session: AgentSession, returned: tuple | None) -> bool:
     return True
 
 
+def session_as_claimed(*, session_id: uuid.UUID, epoch: int, version: int) -> AgentSession:
+    """The session row as a turn claimed it, not read: for a write fenced on
+    those values in its own statement (`rows.update_if_statement`)."""
+    session = AgentSession(id=session_id, epoch=epoch, version=version)
+    session._state.adding = False
+    return session
+
+
 def session_create_locked(*, owner: str, key: str) -> AgentSession:
     """Call inside `transaction.atomic`, after `session_lock` found no session
     with this key: creates it (default form, AGENT_GRAPH), or locks the one a

@@ -47,6 +47,7 @@ from sessions_app.services import (
     inserted,
     new_session,
     revive_if_deleted,
+    session_as_claimed,
     session_create_locked,
     session_insert,
     session_lock,
@@ -436,6 +437,11 @@ def turn_commit(
     events (an `interrupt` event among them): `done` is in the log exactly
     when the turn is committed."""
     faults.hit("before_commit")
+    if claim is not None and done_seq is not None and not outcome.effects and not claim.resume:
+        body = _commit_fenced(claim, outcome, list(pending), done_seq)
+        if body is not None:
+            faults.hit("after_commit")
+            return body
     stale: str | None = None
     resolved_thread: str | None = None
     with transaction.atomic(durable=True):
@@ -511,16 +517,19 @@ def _stale_reason(turn: AgentTurn, session: AgentSession) -> str | None:
     return None
 
 
-def _commit_locked(
-    turn: AgentTurn, session: AgentSession, outcome: Outcome, pending: list[TurnEvent], done_seq: int | None
-) -> str | None:
-    """Call with the session locked and the turn fenced in. Returns the
-    checkpoint thread of a pause this turn resolved, if any."""
-    context = effects.TurnContext(
-        session_id=session.id, epoch=turn.epoch, turn_id=turn.id, idempotency_key=turn.idempotency_key
-    )
-    applied = effects.apply_all(outcome.effects, context)
-    answered = session.interrupt if "resume" in turn.request else None
+# What a commit writes: the session's columns (and turn_count + 1), the turn's.
+COMMIT_SESSION_FIELDS = (
+    "fields", "stage", "head_turn_id", "interrupt", "version", "active_turn_id", "lease_expires_at", "updated_at",
+)
+COMMIT_TURN_FIELDS = (
+    "status", "messages", "replaces_history", "message_count", "fields", "stage",
+    "values", "version", "interrupts", "effects", "checkpoint_id", "result",
+)
+
+
+def _settle(turn: AgentTurn, session: AgentSession, outcome: Outcome, applied: list[dict[str, Any]]) -> None:
+    """The session and the turn as the commit leaves them, in memory (all
+    but `turn_count` and `finished_at`, which the callers set)."""
     turn.status = AgentTurn.Status.INTERRUPTED if outcome.interrupts else AgentTurn.Status.COMMITTED
     session.fields = outcome.fields
     session.stage = outcome.stage
@@ -536,16 +545,8 @@ def _commit_locked(
         else None
     )
     session.version += 1
-    session.turn_count += 1
     session.active_turn_id = None
     session.lease_expires_at = None
-    session_changes = rows.update_statement(
-        session,
-        [
-            "fields", "stage", "head_turn_id", "interrupt", "version", "turn_count",
-            "active_turn_id", "lease_expires_at", "updated_at",
-        ],
-    )
     turn.messages = outcome.new_messages
     turn.replaces_history = outcome.replaces_history
     turn.message_count = outcome.message_count
@@ -556,25 +557,83 @@ def _commit_locked(
     turn.interrupts = outcome.interrupts or None
     turn.effects = applied or None
     turn.checkpoint_id = outcome.checkpoint_id
-    turn.finished_at = session.db_now
     turn.result = render_result(turn, session, outcome, applied)
+
+
+def _commit_locked(
+    turn: AgentTurn, session: AgentSession, outcome: Outcome, pending: list[TurnEvent], done_seq: int | None
+) -> str | None:
+    """Call with the session locked and the turn fenced in. Returns the
+    checkpoint thread of a pause this turn resolved, if any."""
+    context = effects.TurnContext(
+        session_id=session.id, epoch=turn.epoch, turn_id=turn.id, idempotency_key=turn.idempotency_key
+    )
+    applied = effects.apply_all(outcome.effects, context)
+    answered = session.interrupt if "resume" in turn.request else None
+    _settle(turn, session, outcome, applied)
+    session.turn_count += 1
+    turn.finished_at = session.db_now
     done = _terminal(turn, "done", turn.result, pending, done_seq)
     rows.execute(
         [
-            session_changes,
-            rows.update_statement(
-                turn,
-                [
-                    "status", "messages", "replaces_history", "message_count", "fields", "stage",
-                    "values", "version", "interrupts", "effects", "checkpoint_id", "finished_at", "result",
-                ],
-            ),
+            rows.update_statement(session, [*COMMIT_SESSION_FIELDS, "turn_count"]),
+            rows.update_statement(turn, [*COMMIT_TURN_FIELDS, "finished_at"]),
             *_events_statements(turn.id, [*pending, done]),
         ]
     )
     if answered is not None and session.interrupt is None:
         return answered["thread_id"]
     return None
+
+
+def _commit_fenced(claim: Claim, outcome: Outcome, pending: list[TurnEvent], done_seq: int) -> str | None:
+    """The usual commit — no effects to apply, no pause answered — as one
+    transaction of its own, one round trip on PostgreSQL (issue 12: BEGIN,
+    the lock, the writes and COMMIT were four). The session's update is
+    fenced in its own WHERE: the turn still holds it (same epoch, same
+    version, a live lease by the database's clock), checked on the row as
+    it is once locked. The turn's row and its events are written only where
+    that update happened. Returns the stored body; None when the fence did
+    not hold, and then nothing was written: the caller's locking path finds
+    out why and aborts the turn."""
+    session = session_as_claimed(session_id=claim.session_id, epoch=claim.epoch, version=claim.base_version)
+    turn = AgentTurn(
+        id=claim.turn_id, session_id=claim.session_id, epoch=claim.epoch, number=claim.number,
+        base_version=claim.base_version, idempotency_key=claim.idempotency_key, request=claim.request,
+    )
+    turn._state.adding = False  # an existing row: updated, not inserted
+    _settle(turn, session, outcome, [])
+    now = rows.clock()
+    uuid_field = AgentTurn._meta.pk
+    still_held = (
+        f'"deleted_at" IS NULL AND "epoch" = %s AND "version" = %s AND "active_turn_id" = %s '
+        f'AND "lease_expires_at" > {now[0]}',
+        [claim.epoch, claim.base_version, uuid_field.get_db_prep_value(claim.turn_id, connection), *now[1]],
+    )
+    committed_here = (
+        'EXISTS (SELECT 1 FROM "agent_sessions" WHERE "id" = %s AND "head_turn_id" = %s AND "version" = %s)',
+        [
+            uuid_field.get_db_prep_value(claim.session_id, connection),
+            uuid_field.get_db_prep_value(claim.turn_id, connection),
+            session.version,
+        ],
+    )
+    done = TurnEvent(done_seq, "done", turn.result)
+    events = [AgentTurnEvent(turn_id=turn.id, seq=e.id, event=e.event, data=e.data) for e in [*pending, done]]
+    returned = rows.first_row_in_own_transaction(
+        [
+            rows.update_if_statement(
+                session, COMMIT_SESSION_FIELDS, *still_held,
+                expressions={"turn_count": ('"turn_count" + 1', [])}, returning_clock=True,
+            ),
+            rows.update_if_statement(turn, COMMIT_TURN_FIELDS, *committed_here, expressions={"finished_at": now}),
+            *rows.insert_statements(events, ignore_conflicts=True, where=committed_here),
+        ]
+    )
+    if returned is None:
+        return None
+    wake_followers(turn.id)
+    return turn.result
 
 
 def turn_abort(

@@ -5,9 +5,11 @@ what it waits for, and the reads a first turn does not need. The numbers
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models.functions import Now
 from psycopg.pq import TransactionStatus
 from django.test.utils import CaptureQueriesContext
 
@@ -105,6 +107,60 @@ def test_a_known_sessions_claim_locks_it_once():
     assert not any(s.startswith("SELECT") for s in sql[2:]), sql
     if connection.vendor == "postgresql":
         assert "FOR UPDATE" in sql[0] and len(sql) == 3, sql
+
+
+def test_a_turns_commit_is_one_round_trip_fenced_in_its_own_statement():
+    claimed = claim("committing")
+    idle_before: list[bool] = []
+
+    def watch(execute, sql, params, many, context):
+        if connection.vendor == "postgresql":
+            idle_before.append(connection.connection.info.transaction_status == TransactionStatus.IDLE)
+        return execute(sql, params, many, context)
+
+    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(watch):
+        body = turn_commit(
+            turn_id=claimed.turn_id, outcome=make_outcome(claimed), pending=[], done_seq=2, claim=claimed
+        )
+    # The session's update carries the fence (epoch, version, the turn's
+    # live lease); the turn and its events are written where it happened.
+    sql = sent(queries)
+    assert sql[0].startswith('UPDATE "agent_sessions"') and '"lease_expires_at" >' in sql[0], sql
+    assert not any(s.startswith("SELECT") for s in sql), sql
+    if connection.vendor == "postgresql":
+        assert len(sql) == 1 and idle_before == [True], (sql, idle_before)
+        assert [q["sql"] for q in queries.captured_queries] == sql  # no BEGIN, no COMMIT
+    session = AgentSession.objects.get(pk=claimed.session_id)
+    turn = AgentTurn.objects.get(pk=claimed.turn_id)
+    assert (session.version, session.turn_count, session.head_turn_id, session.active_turn_id) == (1, 1, turn.id, None)
+    assert turn.status == AgentTurn.Status.COMMITTED and turn.result == body and turn.finished_at is not None
+    assert list(turn.events.values_list("seq", "event")) == [(1, "turn"), (2, "done")]
+
+
+@pytest.mark.parametrize(
+    "lost",
+    [
+        pytest.param({"version": 5}, id="the-session-moved-on"),
+        pytest.param({"lease_expires_at": Now() - timedelta(seconds=1)}, id="the-lease-ran-out"),
+        pytest.param({"active_turn_id": None, "lease_expires_at": None}, id="the-lease-was-taken-back"),
+        pytest.param({"epoch": 2}, id="the-epoch-moved-on"),
+    ],
+)
+def test_a_commit_whose_fence_fails_writes_nothing_and_aborts_the_turn(lost):
+    """The one-statement fence refuses a turn that no longer holds the
+    session, by the database's clock for the lease, and the turn is aborted
+    as before: nothing of the refused commit is written."""
+    from agentsite.errors import StaleTurn
+
+    claimed = claim("fenced")
+    AgentSession.objects.filter(pk=claimed.session_id).update(**lost)
+    with pytest.raises(StaleTurn):
+        turn_commit(turn_id=claimed.turn_id, outcome=make_outcome(claimed), pending=[], done_seq=2, claim=claimed)
+    turn = AgentTurn.objects.get(pk=claimed.turn_id)
+    assert turn.status == AgentTurn.Status.ABORTED and not turn.messages
+    assert [e for _, e in turn.events.values_list("seq", "event")] == ["turn", "error"]
+    session = AgentSession.objects.get(pk=claimed.session_id)
+    assert (session.turn_count, session.head_turn_id) == (0, None)
 
 
 @pytest.mark.postgres_only
