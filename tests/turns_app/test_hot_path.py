@@ -5,6 +5,8 @@ what it waits for, and the reads a first turn does not need. The numbers
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
@@ -37,6 +39,21 @@ def claim(key: str) -> Claim:
     return claimed
 
 
+@contextmanager
+def idle_before_each() -> Iterator[list[bool]]:
+    """PostgreSQL: for each statement sent, whether the connection was idle
+    (outside a transaction) when it went: True means no BEGIN came first."""
+    idle: list[bool] = []
+
+    def watch(execute, sql, params, many, context):
+        if connection.vendor == "postgresql":
+            idle.append(connection.connection.info.transaction_status == TransactionStatus.IDLE)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(watch):
+        yield idle
+
+
 @pytest.fixture(autouse=True)
 def no_known_sessions():
     known_sessions.forget_all()
@@ -45,14 +62,7 @@ def no_known_sessions():
 
 
 def test_a_new_sessions_claim_is_one_round_trip_and_reads_nothing_back():
-    idle_before: list[bool] = []
-
-    def watch(execute, sql, params, many, context):
-        if connection.vendor == "postgresql":
-            idle_before.append(connection.connection.info.transaction_status == TransactionStatus.IDLE)
-        return execute(sql, params, many, context)
-
-    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(watch):
+    with CaptureQueriesContext(connection) as queries, idle_before_each() as idle_before:
         claimed = claim("fresh")
     # The session holding its lease (the clock returned with it), the turn
     # and its first event, inserted as one transaction: on PostgreSQL one
@@ -111,14 +121,7 @@ def test_a_known_sessions_claim_locks_it_once():
 
 def test_a_turns_commit_is_one_round_trip_fenced_in_its_own_statement():
     claimed = claim("committing")
-    idle_before: list[bool] = []
-
-    def watch(execute, sql, params, many, context):
-        if connection.vendor == "postgresql":
-            idle_before.append(connection.connection.info.transaction_status == TransactionStatus.IDLE)
-        return execute(sql, params, many, context)
-
-    with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(watch):
+    with CaptureQueriesContext(connection) as queries, idle_before_each() as idle_before:
         body = turn_commit(
             turn_id=claimed.turn_id, outcome=make_outcome(claimed), pending=[], done_seq=2, claim=claimed
         )
