@@ -112,9 +112,12 @@ def _insert_into(vendor: str, model: type[Model]) -> tuple[str, str, tuple[Field
 
 
 @lru_cache(maxsize=None)
-def _insert_sql(vendor: str, model: type[Model], rows: int, ignore_conflicts: bool) -> tuple[str, tuple[Field, ...]]:
+def _insert_sql(
+    vendor: str, model: type[Model], rows: int, ignore_conflicts: bool, where: str | None = None
+) -> tuple[str, tuple[Field, ...]]:
     head, placeholders, fields = _insert_into(vendor, model)
-    sql = f"{head} VALUES {', '.join([f'({placeholders})'] * rows)}"
+    values = f"VALUES {', '.join([f'({placeholders})'] * rows)}"
+    sql = f"{head} {values}" if where is None else f'{head} SELECT * FROM ({values}) AS "rows" WHERE {where}'
     if ignore_conflicts:
         sql += " ON CONFLICT DO NOTHING"
     return sql, fields
@@ -135,16 +138,14 @@ def insert_statements(
     statements = []
     for start in range(0, len(objs), INSERT_BATCH):
         batch = objs[start:start + INSERT_BATCH]
-        sql, fields = _insert_sql(connection.vendor, model, len(batch), ignore_conflicts)
+        sql, fields = _insert_sql(
+            connection.vendor, model, len(batch), ignore_conflicts, where[0] if where is not None else None
+        )
         params: list[Any] = []
         for obj in batch:
             params += _prep(fields, obj, add=True)
             obj._state.adding = False
         if where is not None:
-            head, values = sql.split(" VALUES ", 1)
-            conflicts = " ON CONFLICT DO NOTHING" if ignore_conflicts else ""
-            values = values.removesuffix(conflicts)
-            sql = f'{head} SELECT * FROM (VALUES {values}) AS "rows" WHERE {where[0]}{conflicts}'
             params += where[1]
         statements.append((sql, params))
     return statements
@@ -279,28 +280,25 @@ def execute(statements: Iterable[Statement]) -> None:
     ClientCursor), so several statements can share one query string — one
     wait for the network instead of one each. SQLite runs them one by one
     (in-process, no round trip to save)."""
-    statements = list(statements)
-    if not statements:
-        return
-    with connection.cursor() as cursor:
-        if len(statements) > 1 and _one_round_trip():
-            cursor.execute(_one_query(cursor, statements))
-        else:
-            for statement in statements:
-                cursor.execute(*statement)
+    _run(list(statements), read_first=False)
 
 
 def first_row(statements: Iterable[Statement]) -> tuple | None:
-    """`execute`, in one round trip on PostgreSQL as well; returns the first
-    row the *first* statement answered (None if it answered none)."""
-    statements = list(statements)
+    """`execute`, returning the first row the *first* statement answered
+    (None if it answered none)."""
+    return _run(list(statements), read_first=True)
+
+
+def _run(statements: list[Statement], *, read_first: bool) -> tuple | None:
+    if not statements:
+        return None
     with connection.cursor() as cursor:
         if len(statements) > 1 and _one_round_trip():
             # psycopg leaves the cursor on the first statement's result.
             cursor.execute(_one_query(cursor, statements))
-            return cursor.fetchone()
+            return cursor.fetchone() if read_first else None
         cursor.execute(*statements[0])
-        row = cursor.fetchone()
+        row = cursor.fetchone() if read_first else None
         for statement in statements[1:]:
             cursor.execute(*statement)
         return row
