@@ -64,9 +64,14 @@ class Sizes:
     sse: int = 50
     count: int = 20
     rounds: int = 3
+    # Within a round the sides alternate every `fresh_piece` fresh turns,
+    # every `sse_piece` SSE turns and every 20 × 20 batch.
+    fresh_piece: int = 25
+    sse_piece: int = 10
+    batches: int = 3
 
 
-SMOKE = Sizes(fresh=5, same=40, clients=3, per_client=2, contention_clients=2, contention_turns=2, sse=3, count=3, rounds=1)
+SMOKE = Sizes(fresh=5, same=40, clients=3, per_client=2, contention_clients=2, contention_turns=2, sse=3, count=3, rounds=1, batches=1)
 
 
 # --- processes and databases -------------------------------------------------------------------
@@ -229,66 +234,146 @@ async def connections(server: Server, api_key: str, n: int) -> list[Connection]:
     return [await Connection(HOST, server.port, api_key).open() for _ in range(n)]
 
 
-async def agentsite_round(servers: list[Server], api_key: str, sizes: Sizes, tag: str) -> Result:
-    result = Result()
-    server = servers[0]
-    (conn,) = await connections(server, api_key, 1)
-    for i in range(10):  # warm up
-        await chat(conn, f"warm-{tag}-{i}")
+@dataclass
+class Samples:
+    """One side's turns of one scenario in one round, gathered piece by piece."""
 
-    # Sequential, a new session each turn.
-    cpu0, t0 = server.cpu, time.perf_counter()
-    latencies = []
-    for i in range(sizes.fresh):
-        seconds, status, body = await chat(conn, f"fresh-{tag}-{i}")
-        assert status == 200, body
-        latencies.append(seconds)
-    result.add_latencies("fresh", latencies, time.perf_counter() - t0, server.cpu - cpu0)
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    cpu: float = 0.0
+    rates: list[float] = field(default_factory=list)  # turns/s of each piece
 
-    # Sequential, one session: the last 20 turns against the first 20.
-    key, latencies, windows = f"same-{tag}", [], {}
-    cpu0, t0 = server.cpu, time.perf_counter()
-    for i in range(sizes.same):
-        if i in (0, sizes.same - 20):
-            windows[i] = server.cpu
-        seconds, status, body = await chat(conn, key)
-        assert status == 200, body
-        latencies.append(seconds)
-        if i in (19, sizes.same - 1):
-            windows[i] = server.cpu - windows[0 if i == 19 else sizes.same - 20]
-    result.add_latencies("same", latencies, time.perf_counter() - t0, server.cpu - cpu0)
+    def add(self, latencies: list[float], seconds: float, cpu: float) -> None:
+        self.latencies += latencies
+        self.seconds += seconds
+        self.cpu += cpu
+        self.rates.append(len(latencies) / seconds)
+
+    def into(self, result: Result, prefix: str, *, cpu: bool = True) -> None:
+        result.add_latencies(prefix, self.latencies, self.seconds, self.cpu if cpu else None)
+        # Several batches: the median batch, so one hiccup of the machine
+        # does not move the figure.
+        result.values[f"{prefix}.turns_per_s"] = statistics.median(self.rates)
+
+
+def pieces(total: int, size: int) -> list[int]:
+    return [min(size, total - start) for start in range(0, total, size)]
+
+
+class FloorWorker:
+    """The floor (bench.floor --serve) in a process of its own for the whole
+    run, warm, taking one scenario piece at a time: its pieces run between
+    agentsite's, so both sides see the machine as it is at that moment."""
+
+    def __init__(self, pg_admin: str, database: str, log: Path) -> None:
+        url = pg_admin.rsplit("/", 1)[0] + "/" + database
+        self.log = log
+        with open(log, "ab") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "bench.floor", "--db", url, "--serve"],
+                cwd=ROOT, env=base_env("sqlite:///" + tempfile.gettempdir() + "/agentsite-floor-unused.sqlite3"),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+            )
+
+    def run(self, scenario: str, turns: int, clients: int = 1, thread: str | None = None) -> dict[str, Any]:
+        command = {"scenario": scenario, "turns": turns, "clients": clients, "thread": thread}
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"bench.floor {scenario} failed:\n{self.log.read_text()[-3000:]}")
+        return json.loads(line)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+class Agentsite:
+    """One target's servers (the second one, on PostgreSQL, for the
+    two-process figure) and its client connections for a round."""
+
+    def __init__(self, name: str, servers: list[Server], api_key: str, database: Database) -> None:
+        self.name, self.servers, self.api_key, self.database = name, servers, api_key, database
+        self.conn: Connection | None = None
+        self.tag = ""
+
+    @property
+    def server(self) -> Server:
+        return self.servers[0]
+
+    async def open(self, tag: str) -> None:
+        self.tag = tag
+        (self.conn,) = await connections(self.server, self.api_key, 1)
+        for i in range(10):  # warm up
+            await chat(self.conn, f"warm-{tag}-{i}")
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+    async def fresh(self, start: int, n: int) -> tuple[list[float], float, float]:
+        cpu0, t0 = self.server.cpu, time.perf_counter()
+        latencies = []
+        for i in range(start, start + n):
+            seconds, status, body = await chat(self.conn, f"fresh-{self.tag}-{i}")
+            assert status == 200, body
+            latencies.append(seconds)
+        return latencies, time.perf_counter() - t0, self.server.cpu - cpu0
+
+    async def same(self, sizes: Sizes, result: Result) -> None:
+        """Sequential, one session: the last 20 turns against the first 20."""
+        key, latencies = f"same-{self.tag}", []
+        cpu0, t0 = self.server.cpu, time.perf_counter()
+        for _ in range(sizes.same):
+            seconds, status, body = await chat(self.conn, key)
+            assert status == 200, body
+            latencies.append(seconds)
+        result.add_latencies("same", latencies, time.perf_counter() - t0, self.server.cpu - cpu0)
+        windows(result, latencies, sizes)
+
+    async def contention(self, sizes: Sizes, result: Result) -> None:
+        """A few clients on one session: all must commit, in turn."""
+        conns = await connections(self.server, self.api_key, sizes.contention_clients)
+        key = f"contended-{self.tag}"
+        outcomes: list[tuple[float, int, bytes]] = []
+
+        async def client(c: Connection, n: int) -> None:
+            for i in range(sizes.contention_turns):
+                outcomes.append(await chat(c, key, idem=f"{n}-{i}"))
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client(c, n) for n, c in enumerate(conns)))
+        seconds = time.perf_counter() - t0
+        for c in conns:
+            await c.close()
+        ok = [o for o in outcomes if o[1] == 200]
+        result.add_latencies("contention", [o[0] for o in ok] or [seconds], seconds, None)
+        result.values["contention.committed"] = len(ok)
+        result.values["contention.refused"] = len(outcomes) - len(ok)
+        acknowledged = {json.loads(o[2])["turn_id"] for o in ok}
+        result.values["contention.lost"] = len(acknowledged - committed_turns(self.database, key))
+
+    async def sse(self, start: int, n: int) -> tuple[list[float], list[float]]:
+        firsts, dones = [], []
+        for i in range(start, start + n):
+            status, first, done, names = await self.conn.stream(
+                f"/api/sessions/sse-{self.tag}-{i}/turns/stream", {"text": TEXT}
+            )
+            assert status == 200 and names[-1] == "done", names
+            firsts.append(first)
+            dones.append(done)
+        return firsts, dones
+
+
+def windows(result: Result, latencies: list[float], sizes: Sizes) -> None:
     if sizes.same >= 40:
         result.values["same.last20_over_first20"] = statistics.median(latencies[-20:]) / statistics.median(latencies[:20])
         result.values["same.first20_ms"] = 1000 * statistics.median(latencies[:20])
         result.values["same.last20_ms"] = 1000 * statistics.median(latencies[-20:])
-    await conn.close()
-
-    # Many clients, distinct sessions (spread over every server given).
-    result.add_latencies("concurrent", *await many_clients(servers, api_key, sizes, f"c-{tag}"))
-    if len(servers) > 1:
-        result.values["two_processes.turns_per_s"] = result.values.pop("concurrent.turns_per_s")
-
-    # A few clients on one session: all must commit, in turn.
-    conns = await connections(server, api_key, sizes.contention_clients)
-    key = f"contended-{tag}"
-    outcomes: list[tuple[float, int, bytes]] = []
-
-    async def client(c: Connection, n: int) -> None:
-        for i in range(sizes.contention_turns):
-            outcomes.append(await chat(c, key, idem=f"{n}-{i}"))
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(client(c, n) for n, c in enumerate(conns)))
-    seconds = time.perf_counter() - t0
-    for c in conns:
-        await c.close()
-    ok = [o for o in outcomes if o[1] == 200]
-    result.add_latencies("contention", [o[0] for o in ok] or [seconds], seconds, None)
-    result.values["contention.committed"] = len(ok)
-    result.values["contention.refused"] = len(outcomes) - len(ok)
-    acknowledged = {json.loads(o[2])["turn_id"] for o in ok}
-    result.values["contention.lost"] = len(acknowledged - committed_turns(server.database, key))
-    return result
 
 
 def committed_turns(database: Database, key: str) -> set[str]:
@@ -322,50 +407,85 @@ async def many_clients(servers: list[Server], api_key: str, sizes: Sizes, tag: s
     return latencies, seconds, cpu
 
 
-async def sse_round(server: Server, api_key: str, sizes: Sizes, tag: str, result: Result) -> None:
-    conn = await Connection(HOST, server.port, api_key).open()
-    firsts, dones = [], []
-    for i in range(sizes.sse):
-        status, first, done, names = await conn.stream(f"/api/sessions/sse-{tag}-{i}/turns/stream", {"text": TEXT})
-        assert status == 200 and names[-1] == "done", names
-        firsts.append(first)
-        dones.append(done)
-    await conn.close()
-    result.values["sse.first_delta_ms"] = 1000 * statistics.median(firsts)
-    result.values["sse.done_ms"] = 1000 * statistics.median(dones)
+async def one_round(order: list[str], targets: dict[str, Agentsite], floor: FloorWorker, sizes: Sizes,
+                    round_: int) -> dict[str, Result]:
+    """Every scenario, one after the other; within each, every side in
+    `order`, in pieces that alternate between the sides (fresh and SSE
+    turns a few at a time, the 20 × 20 load batch by batch), so a change in
+    the machine's load lands on every side alike."""
+    results = {side: Result() for side in order}
+    sides = [s for s in order if s != "floor"]
+    for side in sides:
+        await targets[side].open(f"{side[:2]}{round_}{uuid.uuid4().hex[:4]}")
 
+    fresh = {side: Samples() for side in order}
+    start = 0
+    for n in pieces(sizes.fresh, sizes.fresh_piece):
+        for side in order:
+            if side == "floor":
+                out = floor.run("fresh", n)
+                fresh[side].add(out["latencies"], out["seconds"], out["cpu_seconds"])
+            else:
+                fresh[side].add(*await targets[side].fresh(start, n))
+        start += n
+    for side in order:
+        fresh[side].into(results[side], "fresh")
+        results[side].values["fresh.turns_per_s"] = len(fresh[side].latencies) / fresh[side].seconds
 
-def floor_round(pg_admin: str, sizes: Sizes, database: str) -> Result:
-    result = Result()
-    url = pg_admin.rsplit("/", 1)[0] + "/" + database
+    for side in order:
+        if side == "floor":
+            out = floor.run("same", sizes.same)
+            results[side].add_latencies("same", out["latencies"], out["seconds"], out["cpu_seconds"])
+            windows(results[side], out["latencies"], sizes)
+        else:
+            await targets[side].same(sizes, results[side])
 
-    def run(scenario: str, turns: int, clients: int = 1) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, "-m", "bench.floor", "--db", url, "--scenario", scenario,
-             "--turns", str(turns), "--clients", str(clients)],
-            cwd=ROOT, env=base_env("sqlite:///" + tempfile.gettempdir() + "/agentsite-floor-unused.sqlite3"),
-            capture_output=True, text=True, check=False,
-        )
-        if done.returncode:
-            raise SystemExit(f"bench.floor {scenario} failed:\n{done.stderr[-3000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+    concurrent = {side: Samples() for side in order}
+    two = Samples()
+    for batch in range(sizes.batches):
+        for side in order:
+            if side == "floor":
+                out = floor.run("concurrent", sizes.per_client, sizes.clients)
+                concurrent[side].add(out["latencies"], out["seconds"], out["cpu_seconds"])
+                continue
+            target = targets[side]
+            concurrent[side].add(*await many_clients(target.servers[:1], target.api_key, sizes, f"c-{target.tag}-{batch}"))
+            if len(target.servers) > 1:
+                two.add(*await many_clients(target.servers, target.api_key, sizes, f"t-{target.tag}-{batch}"))
+    for side in order:
+        concurrent[side].into(results[side], "concurrent")
+    if two.rates:
+        results["postgresql"].values["two_processes.turns_per_s"] = statistics.median(two.rates)
 
-    for name, turns, clients in (
-        ("fresh", sizes.fresh, 1), ("same", sizes.same, 1), ("concurrent", sizes.per_client, sizes.clients)
-    ):
-        out = run(name, turns, clients)
-        result.add_latencies(name, out["latencies"], out["seconds"], out["cpu_seconds"])
-        if name == "same" and sizes.same >= 40:
-            lat = out["latencies"]
-            result.values["same.last20_over_first20"] = statistics.median(lat[-20:]) / statistics.median(lat[:20])
-            result.values["same.first20_ms"] = 1000 * statistics.median(lat[:20])
-            result.values["same.last20_ms"] = 1000 * statistics.median(lat[-20:])
-    out = run("first_token", sizes.sse)
-    result.values["sse.first_delta_ms"] = 1000 * out["first_token_p50"]
-    result.values["sse.done_ms"] = 1000 * statistics.median(out["latencies"])
-    out = run("contention", sizes.contention_turns, sizes.contention_clients)
-    result.values["contention.lost"] = out["lost"]
-    return result
+    for side in order:
+        if side == "floor":
+            results[side].values["contention.lost"] = floor.run(
+                "contention", sizes.contention_turns, sizes.contention_clients
+            )["lost"]
+        else:
+            await targets[side].contention(sizes, results[side])
+
+    firsts: dict[str, list[float]] = {side: [] for side in order}
+    dones: dict[str, list[float]] = {side: [] for side in order}
+    start = 0
+    for n in pieces(sizes.sse, sizes.sse_piece):
+        for side in order:
+            if side == "floor":
+                out = floor.run("first_token", n)
+                firsts[side] += out["first_tokens"]
+                dones[side] += out["latencies"]
+            else:
+                more_firsts, more_dones = await targets[side].sse(start, n)
+                firsts[side] += more_firsts
+                dones[side] += more_dones
+        start += n
+    for side in order:
+        results[side].values["sse.first_delta_ms"] = 1000 * statistics.median(firsts[side])
+        results[side].values["sse.done_ms"] = 1000 * statistics.median(dones[side])
+
+    for side in sides:
+        await targets[side].close()
+    return results
 
 
 # --- statements and bytes per turn (PostgreSQL) ---------------------------------------------------
@@ -592,6 +712,8 @@ def main() -> int:
     databases: dict[str, Database] = {}
     servers: dict[str, list[Server]] = {}
     results: dict[str, list[Result]] = {"floor": []}
+    agentsites: dict[str, Agentsite] = {}
+    floor: FloorWorker | None = None
     print(f"agentsite bench on {platform.node()} ({os.cpu_count()} CPUs), Python {platform.python_version()}")
     try:
         for target in targets:
@@ -604,33 +726,25 @@ def main() -> int:
             if target == "postgresql":
                 servers[target].append(Server(database, logs / f"{target}-2.log").start())
             results[target] = []
-            servers[target][0].api_key = api_key
+            agentsites[target] = Agentsite(target, servers[target], api_key, database)
+        floor = FloorWorker(args.pg, floor_db, logs / "floor.log")
         order = ["floor", *targets]
         for round_ in range(sizes.rounds):
             print(f"round {round_ + 1}/{sizes.rounds}, load {loadavg()}", flush=True)
-            for side in order[round_ % len(order):] + order[: round_ % len(order)]:
-                tag = f"{side[:2]}{round_}{uuid.uuid4().hex[:4]}"
-                if side == "floor":
-                    results["floor"].append(floor_round(args.pg, sizes, floor_db))
-                    continue
-                group = servers[side]
-                api_key = group[0].api_key
-                result = asyncio.run(agentsite_round(group[:1], api_key, sizes, tag))
-                asyncio.run(sse_round(group[0], api_key, sizes, tag, result))
-                if len(group) > 1:
-                    two = Result()
-                    two.add_latencies("concurrent", *asyncio.run(many_clients(group, api_key, sizes, f"t-{tag}")))
-                    result.values["two_processes.turns_per_s"] = two.values["concurrent.turns_per_s"]
+            rotated = order[round_ % len(order):] + order[: round_ % len(order)]
+            for side, result in asyncio.run(one_round(rotated, agentsites, floor, sizes, round_)).items():
                 if sizes.same >= 40 and side == "postgresql":
-                    result.values.update(bytes_per_turn(databases[side], f"same-{tag}"))
+                    result.values.update(bytes_per_turn(databases[side], f"same-{agentsites[side].tag}"))
                 results[side].append(result)
         columns = {side: median_of(r) for side, r in results.items()}
         if "postgresql" in servers:
             columns["postgresql"].update(
-                asyncio.run(count_agentsite_statements(servers["postgresql"][0], servers["postgresql"][0].api_key, args.pg, sizes.count))
+                asyncio.run(count_agentsite_statements(servers["postgresql"][0], agentsites["postgresql"].api_key, args.pg, sizes.count))
             )
             columns["floor"].update(count_floor_statements(args.pg, floor_db, sizes.count))
     finally:
+        if floor is not None:
+            floor.stop()
         for group in servers.values():
             for server in group:
                 server.stop()
