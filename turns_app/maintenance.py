@@ -1,7 +1,8 @@
 """Periodic maintenance, inside the serving process (no cron): abort turns
 whose lease ran out, compact finished turns' event logs, drop checkpoint
 threads no session reads, expire idle sessions (AGENT_SESSION_IDLE_DAYS,
-through `session_delete`) and remove old tombstones (AGENT_TOMBSTONE_DAYS).
+through `session_delete`), remove old tombstones (AGENT_TOMBSTONE_DAYS) and
+the turn followers that processes which died left registered.
 `manage.py sweep_checkpoints` runs the same work by hand.
 
 On PostgreSQL several processes share the database: one of them leads. It
@@ -26,6 +27,7 @@ from agentsite.database import database_settings, is_postgres, postgres_conninfo
 from sessions_app.services import sessions_expire_idle, tombstones_remove
 from turns_app.checkpoints import checkpoints_sweep
 from turns_app.services import events_compact, turns_expire_dead
+from turns_app.wakeups import followers_remove_stale
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,7 @@ class Report:
     threads_dropped: list[str] = field(default_factory=list)
     sessions_expired: int = 0
     tombstones_removed: int = 0
+    followers_removed: int = 0
 
     def counts(self) -> dict[str, int]:
         return {k: (len(v) if isinstance(v, list) else v) for k, v in asdict(self).items()}
@@ -64,6 +67,7 @@ def maintenance_run(*, dry_run: bool = False) -> Report:
         report.sessions_expired = sessions_expire_idle(days=settings.AGENT_SESSION_IDLE_DAYS, limit=BATCH)
     if settings.AGENT_TOMBSTONE_DAYS > 0:
         report.tombstones_removed = tombstones_remove(days=settings.AGENT_TOMBSTONE_DAYS, limit=BATCH)
+    report.followers_removed = followers_remove_stale()
     return report
 
 

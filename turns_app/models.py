@@ -116,3 +116,23 @@ class AgentTurnEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.seq} {self.event} of turn {self.turn_id}"
+
+
+class TurnFollower(models.Model):
+    """PostgreSQL: a client waiting on a turn's events from a process that
+    does not run the turn (a stream re-attached there, a claim queued behind
+    it). Only a turn that has one notifies its event writes (migration
+    0008): every NOTIFY takes one lock for the whole database, held through
+    its commit's WAL flush, so notifying every commit serialized all turns'
+    commits (issue 12). A process that died leaves its rows; maintenance
+    removes them once they are older than any wait can be."""
+
+    id = models.UUIDField(primary_key=True)
+    turn_id = models.UUIDField(db_index=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "agent_turn_followers"
+
+    def __str__(self) -> str:
+        return f"follower of {self.turn_id}"

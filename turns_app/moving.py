@@ -70,10 +70,12 @@ NOT_MOVED = {
     "axes.accessfailurelog": "admin login throttling, per deployment",
 }
 
-# Models of MOVED_APPS whose rows the target's database derives from the
-# moved rows (its triggers), and why: copying them would count twice.
+# Models of MOVED_APPS whose rows are not copied, and why: the target's
+# database derives them from the moved rows (its triggers), or they belong
+# to the source's running processes.
 DERIVED = {
     "sessions_app.ownersessioncount": "each owner's live sessions, counted by the target's triggers as sessions move",
+    "turns_app.turnfollower": "clients of the source's processes waiting on its turns, not the target's",
 }
 
 BATCH_SIZE = 500

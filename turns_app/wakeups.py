@@ -2,10 +2,12 @@
 of it are written, on whichever process wrote them.
 
 PostgreSQL: a trigger on agent_turn_events notifies the turn id (never
-event text) of every insert (migration 0006), delivered when the writing
-transaction commits; each serving process LISTENs on one connection of its
-own and wakes its local followers. SQLite is one process by design: the
-write wakes followers in-process once it commits.
+event text) of an insert (migration 0006), delivered when the writing
+transaction commits, if the turn has a follower registered in
+agent_turn_followers (migration 0008: a NOTIFY serializes commits, so only
+turns someone waits on notify); each serving process LISTENs on one
+connection of its own and wakes its local followers. SQLite is one process
+by design: the write wakes followers in-process once it commits.
 A follower also re-reads the log on a timer, so a lost wake-up (a LISTEN
 connection that dropped) costs latency, never an event.
 """
@@ -16,13 +18,18 @@ import asyncio
 import contextlib
 import logging
 import threading
+import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from uuid import UUID
 
 from django.db import connection, transaction
+from django.utils import timezone
 
+from agentsite.asyncdb import db
 from agentsite.database import database_settings, is_postgres, postgres_conninfo
+from turns_app.models import TurnFollower
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +38,9 @@ CHANNEL = "agentsite_turn_events"
 CANCEL_CHANNEL = "agentsite_turn_cancels"
 RECONNECT_SECONDS = 1.0
 READY_SECONDS = 2.0
+# Far longer than any follower waits (a turn's run, a queued claim): older
+# rows were left by a process that died.
+FOLLOWER_STALE_AFTER = timedelta(hours=1)
 
 
 def wake_followers(turn_id: UUID) -> None:
@@ -210,8 +220,58 @@ async def subscription(turn_id: UUID, *, channel: str = CHANNEL) -> AsyncIterato
     when it is cancelled). Subscribe *before* reading the log, so nothing
     written in between goes unnoticed."""
     wakeup = Wakeup(asyncio.get_running_loop())
-    async with _rung_on(channel, turn_id, wakeup):
+    async with _rung_on(channel, turn_id, wakeup), _followed(turn_id, channel):
         yield wakeup
+
+
+@contextlib.asynccontextmanager
+async def _followed(turn_id: UUID, channel: str) -> AsyncIterator[None]:
+    """PostgreSQL: the turn's writes notify while this lasts. If the
+    registration fails, the follower still sees every event, by its timer."""
+    if channel != CHANNEL or not is_postgres(database_settings()):
+        yield
+        return
+    try:
+        follower = await db(follow, turn_id=turn_id)
+    except Exception as exc:
+        logger.warning("turn %s: could not register a follower, woken by its timer only: %r", turn_id, exc)
+        follower = None
+    try:
+        yield
+    finally:
+        if follower is not None:
+            try:
+                await db(unfollow, follower=follower)
+            except Exception as exc:
+                logger.warning("turn %s: could not unregister a follower (maintenance will): %r", turn_id, exc)
+
+
+def follow(*, turn_id: UUID) -> UUID:
+    """Registers a follower of the turn. FOR SHARE closes the gap between a
+    writer's trigger (which saw no follower) and its commit: every write of
+    a turn's final event updates the turn's row first, in the same
+    transaction, so this waits for such a writer to commit (the follower's
+    read after it then sees the event), or else that writer's event insert
+    starts after this committed and sees the follower."""
+    follower = uuid.uuid4()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            'INSERT INTO "agent_turn_followers" ("id", "turn_id", "created_at") '
+            'SELECT %s, "id", NOW() FROM "agent_turns" WHERE "id" = %s FOR SHARE',
+            [follower, turn_id],
+        )
+    return follower
+
+
+def unfollow(*, follower: UUID) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute('DELETE FROM "agent_turn_followers" WHERE "id" = %s', [follower])
+
+
+def followers_remove_stale() -> int:
+    """Followers left by processes that died (maintenance)."""
+    deleted, _ = TurnFollower.objects.filter(created_at__lt=timezone.now() - FOLLOWER_STALE_AFTER).delete()
+    return deleted
 
 
 def on_cancel(turn_id: UUID, callback) -> contextlib.AbstractAsyncContextManager[None]:

@@ -1,20 +1,26 @@
 """Followers of a turn's event log are woken by the write, once it commits:
 on PostgreSQL by the insert trigger on agent_turn_events (migration 0006:
-no pg_notify statement per write, issue 12), whoever inserts; on SQLite
-in-process."""
+no pg_notify statement per write, issue 12), whoever inserts, for a turn
+someone follows (migration 0008); on SQLite in-process."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from datetime import timedelta
 
+import psycopg
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
+from agentsite.database import database_settings, postgres_conninfo
 from tests.conftest import claim_turn, orm
-from turns_app.models import AgentTurnEvent
+from turns_app.maintenance import maintenance_run
+from turns_app.models import AgentTurnEvent, TurnFollower
 from turns_app.services import events_append
 from turns_app.types import TurnEvent
-from turns_app.wakeups import subscription
+from turns_app.wakeups import CHANNEL, follow, subscription
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -110,3 +116,70 @@ async def test_the_listener_comes_back_after_its_connection_is_killed(alice):
                 break
             seq += 1
             assert asyncio.get_running_loop().time() < deadline, "the listener did not come back"
+
+
+def _listening() -> psycopg.Connection:
+    """A LISTEN connection of the test's own: what any serving process hears."""
+    conn = psycopg.connect(postgres_conninfo(database_settings()), autocommit=True)
+    conn.execute(f"LISTEN {CHANNEL}")
+    return conn
+
+
+def _heard(conn: psycopg.Connection, seconds: float) -> list[str]:
+    return [n.payload for n in conn.notifies(timeout=seconds, stop_after=1)]
+
+
+@pytest.mark.postgres_only
+async def test_on_postgresql_only_a_followed_turn_notifies(alice):
+    """A NOTIFY serializes every notifying commit of the database, so a turn
+    no one waits on from another process notifies nobody (issue 12)."""
+    claimed = await claim_turn("s1", "hello")
+    listener = _listening()
+    try:
+        await orm(lambda: AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=2, event="delta", data="{}"))
+        assert _heard(listener, 0.5) == []
+        async with subscription(claimed.turn_id):
+            assert await orm(lambda: TurnFollower.objects.filter(turn_id=claimed.turn_id).count()) == 1
+            await orm(lambda: AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=3, event="delta", data="{}"))
+            assert _heard(listener, 5) == [str(claimed.turn_id)]
+        assert await orm(lambda: TurnFollower.objects.count()) == 0
+        await orm(lambda: AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=4, event="delta", data="{}"))
+        assert _heard(listener, 0.5) == []
+    finally:
+        listener.close()
+
+
+@pytest.mark.postgres_only
+async def test_a_follower_registering_while_a_writer_holds_the_turn_waits_for_its_commit(alice):
+    """The gap a writer leaves between its trigger (no follower yet: no
+    NOTIFY) and its commit: a final event is always written with an update
+    of the turn's row, so registering waits on that row until the writer
+    committed, and the follower's next read sees what it wrote."""
+    claimed = await claim_turn("s1", "hello")
+    writer = psycopg.connect(postgres_conninfo(database_settings()))
+    try:
+        writer.execute("UPDATE agent_turns SET status = 'committed' WHERE id = %s", [claimed.turn_id])
+        writer.execute(
+            "INSERT INTO agent_turn_events (turn_id, seq, event, data, created_at) VALUES (%s, 2, 'done', '{}', now())",
+            [claimed.turn_id],
+        )
+        registering = asyncio.ensure_future(orm(follow, turn_id=claimed.turn_id))
+        done, _ = await asyncio.wait({registering}, timeout=0.5)
+        assert not done, "registered while the writer's trigger could not have seen it"
+        writer.commit()
+        await asyncio.wait_for(registering, 5)
+        assert await orm(lambda: list(AgentTurnEvent.objects.filter(turn_id=claimed.turn_id).values_list("seq", flat=True))) == [1, 2]
+    finally:
+        writer.close()
+
+
+async def test_maintenance_removes_followers_a_dead_process_left(alice):
+    claimed = await claim_turn("s1", "hello")
+
+    def left_behind() -> None:
+        TurnFollower.objects.create(id=uuid.uuid4(), turn_id=claimed.turn_id, created_at=timezone.now() - timedelta(hours=2))
+        TurnFollower.objects.create(id=uuid.uuid4(), turn_id=claimed.turn_id, created_at=timezone.now())
+
+    await orm(left_behind)
+    assert (await orm(maintenance_run)).followers_removed == 1
+    assert await orm(lambda: TurnFollower.objects.count()) == 1
