@@ -68,16 +68,15 @@ async def first_token(graph, thread: str) -> tuple[float, float]:
     return first, time.perf_counter() - started
 
 
-async def scenario(graph, name: str, turns: int, clients: int, thread: str | None = None) -> dict[str, Any]:
+async def scenario(graph, name: str, turns: int, clients: int) -> dict[str, Any]:
     """One scenario on an open graph: latencies, wall and CPU seconds (this
-    process's). `thread`: the one session of `same` (new if None), so a
-    caller may run it in pieces."""
+    process's)."""
     cpu0, wall0 = cpu_seconds(), time.perf_counter()
     out: dict[str, Any] = {}
     if name == "fresh":
         latencies = [await turn(graph, str(uuid.uuid4())) for _ in range(turns)]
     elif name == "same":
-        thread = thread or str(uuid.uuid4())
+        thread = str(uuid.uuid4())
         latencies = [await turn(graph, thread) for _ in range(turns)]
     elif name == "concurrent":
         async def client() -> list[float]:
@@ -124,8 +123,8 @@ async def run(db: str, name: str, turns: int, clients: int) -> dict[str, Any]:
 
 
 async def serve(db: str) -> None:
-    """One JSON command per line on stdin ({"scenario", "turns", "clients",
-    "thread"}), one JSON result per line on stdout, on one warm graph:
+    """One JSON command per line on stdin ({"scenario", "turns", "clients"}),
+    one JSON result per line on stdout, on one warm graph:
     bench.run interleaves the floor's scenarios with agentsite's, piece by
     piece, so both see the machine as it is at that moment."""
     pool, graph = await warmed_up(db)
@@ -133,9 +132,7 @@ async def serve(db: str) -> None:
     try:
         while line := await loop.run_in_executor(None, sys.stdin.readline):
             command = json.loads(line)
-            out = await scenario(
-                graph, command["scenario"], command["turns"], command.get("clients", 1), command.get("thread")
-            )
+            out = await scenario(graph, command["scenario"], command["turns"], command.get("clients", 1))
             print(json.dumps(out), flush=True)
     finally:
         await pool.close()

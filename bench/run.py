@@ -249,8 +249,8 @@ class Samples:
         self.cpu += cpu
         self.rates.append(len(latencies) / seconds)
 
-    def into(self, result: Result, prefix: str, *, cpu: bool = True) -> None:
-        result.add_latencies(prefix, self.latencies, self.seconds, self.cpu if cpu else None)
+    def into(self, result: Result, prefix: str) -> None:
+        result.add_latencies(prefix, self.latencies, self.seconds, self.cpu)
         # Several batches: the median batch, so one hiccup of the machine
         # does not move the figure.
         result.values[f"{prefix}.turns_per_s"] = statistics.median(self.rates)
@@ -275,8 +275,8 @@ class FloorWorker:
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
             )
 
-    def run(self, scenario: str, turns: int, clients: int = 1, thread: str | None = None) -> dict[str, Any]:
-        command = {"scenario": scenario, "turns": turns, "clients": clients, "thread": thread}
+    def run(self, scenario: str, turns: int, clients: int = 1) -> dict[str, Any]:
+        command = {"scenario": scenario, "turns": turns, "clients": clients}
         self.process.stdin.write(json.dumps(command) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
@@ -297,8 +297,8 @@ class Agentsite:
     """One target's servers (the second one, on PostgreSQL, for the
     two-process figure) and its client connections for a round."""
 
-    def __init__(self, name: str, servers: list[Server], api_key: str, database: Database) -> None:
-        self.name, self.servers, self.api_key, self.database = name, servers, api_key, database
+    def __init__(self, servers: list[Server], api_key: str, database: Database) -> None:
+        self.servers, self.api_key, self.database = servers, api_key, database
         self.conn: Connection | None = None
         self.tag = ""
 
@@ -430,7 +430,6 @@ async def one_round(order: list[str], targets: dict[str, Agentsite], floor: Floo
         start += n
     for side in order:
         fresh[side].into(results[side], "fresh")
-        results[side].values["fresh.turns_per_s"] = len(fresh[side].latencies) / fresh[side].seconds
 
     for side in order:
         if side == "floor":
@@ -441,7 +440,7 @@ async def one_round(order: list[str], targets: dict[str, Agentsite], floor: Floo
             await targets[side].same(sizes, results[side])
 
     concurrent = {side: Samples() for side in order}
-    two = Samples()
+    two = {side: Samples() for side in sides if len(targets[side].servers) > 1}
     for batch in range(sizes.batches):
         for side in order:
             if side == "floor":
@@ -450,12 +449,12 @@ async def one_round(order: list[str], targets: dict[str, Agentsite], floor: Floo
                 continue
             target = targets[side]
             concurrent[side].add(*await many_clients(target.servers[:1], target.api_key, sizes, f"c-{target.tag}-{batch}"))
-            if len(target.servers) > 1:
-                two.add(*await many_clients(target.servers, target.api_key, sizes, f"t-{target.tag}-{batch}"))
+            if side in two:
+                two[side].add(*await many_clients(target.servers, target.api_key, sizes, f"t-{target.tag}-{batch}"))
     for side in order:
         concurrent[side].into(results[side], "concurrent")
-    if two.rates:
-        results["postgresql"].values["two_processes.turns_per_s"] = statistics.median(two.rates)
+    for side, samples in two.items():
+        results[side].values["two_processes.turns_per_s"] = statistics.median(samples.rates)
 
     for side in order:
         if side == "floor":
@@ -726,7 +725,7 @@ def main() -> int:
             if target == "postgresql":
                 servers[target].append(Server(database, logs / f"{target}-2.log").start())
             results[target] = []
-            agentsites[target] = Agentsite(target, servers[target], api_key, database)
+            agentsites[target] = Agentsite(servers[target], api_key, database)
         floor = FloorWorker(args.pg, floor_db, logs / "floor.log")
         order = ["floor", *targets]
         for round_ in range(sizes.rounds):
