@@ -17,6 +17,7 @@ gets it, whatever id it holds; one that has gets nothing more.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -210,7 +211,8 @@ async def follow_stored(turn_id: UUID, after: int) -> AsyncIterator[TurnEvent]:
     written (by any process), up to the final event. If the process running
     the turn died, the turn is aborted here once its lease has run out
     (`lease_expired`), so the follower still gets its `error`."""
-    async with wakeups.subscription(turn_id) as woken:
+    async with contextlib.AsyncExitStack() as stack:
+        woken: wakeups.Wakeup | None = None
         while True:
             logged = await db(turn_events_after, turn_id=turn_id, after=after)
             for item in logged.events:
@@ -226,6 +228,12 @@ async def follow_stored(turn_id: UUID, after: int) -> AsyncIterator[TurnEvent]:
                 if final.id != after:
                     yield final
                 return
+            if woken is None:
+                # Subscribed only to a turn still running (a replay of a
+                # finished one registers no follower), then read again:
+                # what was written since the read above.
+                woken = await stack.enter_async_context(wakeups.subscription(turn_id))
+                continue
             if not await woken.wait(RECHECK_SECONDS):
                 await _expire_if_dead(turn_id)
 

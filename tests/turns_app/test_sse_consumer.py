@@ -507,6 +507,34 @@ async def test_reattach_follows_a_turn_running_elsewhere_from_the_log(app, api, 
     assert rest[0].json == {"code": "model_error", "message": "elsewhere"}
 
 
+async def test_only_a_turn_still_running_is_subscribed_to(app, api, script, monkeypatch):
+    """Replaying a finished turn's log waits on nothing: no subscription, so
+    on PostgreSQL no follower registered and removed (two writes) per replay."""
+    from turns_app import wakeups
+    from turns_app.services import turn_abort
+
+    subscribed = []
+    real = wakeups.subscription
+
+    def counted(turn_id, **kwargs):
+        subscribed.append(turn_id)
+        return real(turn_id, **kwargs)
+
+    monkeypatch.setattr(wakeups, "subscription", counted)
+    body = json.loads((await api.chat("s1", "Ada Lovelace", idem="k-1")).content)
+    assert names(await stream_events(reattach(app, api.key, "s1", body["turn_id"])))[-1] == "done"
+    assert names(await stream_events(post(app, api.key, "s1", idem="k-1")))[-1] == "done"
+    assert subscribed == []
+
+    claim = await claim_turn("s2", "x")
+    follower = reattach(app, api.key, "s2", claim.turn_id)
+    await follower.start()
+    assert (await follower.next_event()).event == "turn"
+    await orm(turn_abort, turn_id=claim.turn_id, code="model_error", message="elsewhere")
+    assert [e.event for e in await follower.events()] == ["error"]
+    assert subscribed == [claim.turn_id]
+
+
 async def test_a_follower_ends_a_turn_whose_process_died(app, api, script, settings, monkeypatch):
     """Nobody renews the lease of a turn whose process died: a follower
     aborts it once the lease ran out and gets `lease_expired`."""
