@@ -24,7 +24,7 @@ try:
 
     from agentsite.http import server_guard
     from agentsite.routing import build_application
-    from agentsite.startup import prepare_serving
+    from agentsite.startup import freeze_startup_heap, prepare_serving
 
     prepare_serving()
     # Before daphne (or its runserver) builds its server: limits daphne lacks.
@@ -34,5 +34,6 @@ try:
         max_connections=settings.AGENT_MAX_CONNECTIONS,
     )
     application = build_application()
+    freeze_startup_heap()
 except ImproperlyConfigured as exc:  # settings, StartupError, DatabaseUnavailable
     refuse_to_start(str(exc))

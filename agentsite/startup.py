@@ -4,6 +4,7 @@ it takes requests. Management commands and the autoreloader never call it."""
 from __future__ import annotations
 
 import fcntl
+import gc
 import logging
 import os
 from pathlib import Path
@@ -125,3 +126,15 @@ def prepare_serving() -> None:
     install_shutdown_hook()
     graceful_stop.install()
     start_maintenance()
+
+
+def freeze_startup_heap() -> None:
+    """Call last, once the process is ready to serve. What it loaded by then
+    (Django, LangChain, LangGraph, pydantic, the app: some 235,000 objects)
+    lives as long as the process: frozen, the cyclic collector stops walking
+    it on every full collection, each of which cost 60 ms of CPU with the
+    event loop stalled. Two daphne processes served 10% more turns/s
+    (issue 12)."""
+    gc.collect()
+    gc.freeze()
+

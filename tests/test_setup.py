@@ -101,6 +101,16 @@ def test_migrate_installs_checkpointer_tables_and_is_idempotent(fresh_database_u
     assert "serving" in started.stdout
 
 
+def test_the_server_freezes_what_it_loaded_before_serving(fresh_database_url):
+    """The collector no longer walks the startup heap on every full
+    collection (agentsite.startup.freeze_startup_heap)."""
+    url, _ = fresh_database_url
+    assert run(["manage.py", "migrate", "--noinput"], url).returncode == 0
+    started = run(["-c", "import gc, agentsite.asgi; print(gc.get_freeze_count())"], url)
+    assert started.returncode == 0, started.stderr
+    assert int(started.stdout.split()[-1]) > 50_000, started.stdout
+
+
 def test_checkpointer_tables_missing_refuses_to_start(fresh_database_url):
     """Business tables migrated, checkpointer tables dropped by hand: the
     server must not come up and half-work."""
