@@ -137,4 +137,3 @@ def freeze_startup_heap() -> None:
     (issue 12)."""
     gc.collect()
     gc.freeze()
-
