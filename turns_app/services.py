@@ -121,7 +121,9 @@ def _write_events(turn_id: UUID, events: list[TurnEvent]) -> None:
 
 def _terminal(turn: AgentTurn, event: str, data: str, pending: list[TurnEvent], seq: int | None) -> TurnEvent:
     """Call with the session locked: the final event, at `seq` (reserved by
-    the run) or after everything stored and the run's unwritten `pending`."""
+    the run) or after everything stored and the run's unwritten `pending`.
+    Write it after the turn's row was updated, in the same transaction: a
+    follower registering meanwhile waits on that row (wakeups.follow)."""
     if seq is None:
         stored = AgentTurnEvent.objects.filter(turn=turn).aggregate(last=Max("seq"))["last"] or 0
         seq = max([stored, *(e.id for e in pending)]) + 1
@@ -626,6 +628,7 @@ def _commit_fenced(claim: Claim, outcome: Outcome, pending: list[TurnEvent], don
                 session, COMMIT_SESSION_FIELDS, *still_held,
                 expressions={"turn_count": ('"turn_count" + 1', [])}, returning_clock=True,
             ),
+            # The turn's row before its events, as `_terminal` says.
             rows.update_if_statement(turn, COMMIT_TURN_FIELDS, *committed_here, expressions={"finished_at": now}),
             *rows.insert_statements(events, ignore_conflicts=True, where=committed_here),
         ]

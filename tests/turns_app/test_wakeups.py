@@ -12,13 +12,14 @@ from datetime import timedelta
 import psycopg
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agentsite.database import database_settings, postgres_conninfo
-from tests.conftest import claim_turn, orm
+from tests.conftest import claim_turn, make_outcome, orm
 from turns_app.maintenance import maintenance_run
 from turns_app.models import AgentTurnEvent, TurnFollower
-from turns_app.services import events_append
+from turns_app.services import events_append, turn_abort, turn_claim, turn_commit
 from turns_app.types import TurnEvent
 from turns_app.wakeups import CHANNEL, follow, subscription
 
@@ -183,3 +184,20 @@ async def test_maintenance_removes_followers_a_dead_process_left(alice):
     await orm(left_behind)
     assert (await orm(maintenance_run)).followers_removed == 1
     assert await orm(lambda: TurnFollower.objects.count()) == 1
+
+
+@pytest.mark.parametrize("end", ["commit in one statement", "commit under the lock", "abort"])
+def test_a_final_event_is_written_after_its_turns_row_is_updated(alice, end):
+    """What `follow` relies on to close the gap between a writer's trigger
+    and its commit: the writer of a final event holds the turn's row first."""
+    claimed = turn_claim(owner="alice", key="s1", request={"text": "hello"}, idempotency_key=None)
+    with CaptureQueriesContext(connection) as queries:
+        if end == "commit in one statement":
+            turn_commit(turn_id=claimed.turn_id, outcome=make_outcome(claimed), done_seq=2, claim=claimed)
+        elif end == "commit under the lock":
+            turn_commit(turn_id=claimed.turn_id, outcome=make_outcome(claimed))
+        else:
+            turn_abort(turn_id=claimed.turn_id, code="model_error", message="x", thread_id=claimed.thread_id)
+    sent = "; ".join(q["sql"] for q in queries.captured_queries)
+    assert 'INSERT INTO "agent_turn_events"' in sent, sent
+    assert sent.index('UPDATE "agent_turns"') < sent.index('INSERT INTO "agent_turn_events"'), sent
