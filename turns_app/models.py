@@ -24,8 +24,10 @@ class AgentTurn(models.Model):
         ABORTED = "aborted"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # No index of its own: (session, epoch, number) and (session, -created_at)
+    # both lead with it, and a third copy cost every turn's insert.
     session = models.ForeignKey(
-        "sessions_app.AgentSession", on_delete=models.CASCADE, related_name="turns"
+        "sessions_app.AgentSession", on_delete=models.CASCADE, related_name="turns", db_index=False
     )
     epoch = models.BigIntegerField()
     number = models.IntegerField()

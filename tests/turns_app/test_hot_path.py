@@ -286,3 +286,17 @@ def test_a_batch_is_bound_statement_by_statement(monkeypatch):
     turn_commit(turn_id=claimed.turn_id, outcome=make_outcome(claimed), pending=[], done_seq=2, claim=claimed)
     assert parsed_afresh == []
     assert AgentTurn.objects.get(pk=claimed.turn_id).request == {"text": text}
+
+
+def test_no_index_of_the_turn_tables_copies_the_leading_columns_of_another():
+    """Every index costs every insert of its table: a plain index whose
+    columns lead another index serves no lookup the other does not."""
+    for table in ("agent_sessions", "agent_turns", "agent_turn_events"):
+        with connection.cursor() as cursor:
+            constraints = connection.introspection.get_constraints(cursor, table)
+        indexed = {name: c["columns"] for name, c in constraints.items() if c["index"] or c["unique"]}
+        for name, columns in indexed.items():
+            if constraints[name]["unique"] or constraints[name]["primary_key"]:
+                continue
+            longer = [other for other, more in indexed.items() if len(more) > len(columns) and more[: len(columns)] == columns]
+            assert not longer, (table, name, columns, longer)
