@@ -253,12 +253,19 @@ async def test_heavy_turns_do_not_stall_the_server(servers, alice):
                 latencies.append(time.perf_counter() - started)
                 await asyncio.sleep(0.02)
 
+        done = 0
+
         async def turns():
+            nonlocal done
             try:
-                for i in range(8):
-                    answer = await client.post(f"/api/sessions/big{i % 2}/turns", headers=headers,
+                # At least 8 turns, and as many more as it takes the probe
+                # to have answered 10 times while they ran: a fast server
+                # must not make the test see too little.
+                while done < 8 or (len(latencies) < 10 and done < 200):
+                    answer = await client.post(f"/api/sessions/big{done % 2}/turns", headers=headers,
                                                json={"text": text[:16_000]})
                     assert answer.status_code == 200, answer.text[:300]
+                    done += 1
             finally:
                 turns_done.set()
 
@@ -267,7 +274,7 @@ async def test_heavy_turns_do_not_stall_the_server(servers, alice):
         elapsed = time.perf_counter() - started
     worst = max(latencies)
     print(sorted(round(x * 1000) for x in latencies))
-    print(f"\n8 heavy turns in {elapsed:.1f} s; /api/health answered {len(latencies)} times, "
+    print(f"\n{done} heavy turns in {elapsed:.1f} s; /api/health answered {len(latencies)} times, "
           f"worst {worst * 1000:.0f} ms")
-    assert len(latencies) >= 5
+    assert len(latencies) >= 10
     assert worst < 0.1, f"/api/health took {worst * 1000:.0f} ms"
