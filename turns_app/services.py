@@ -102,6 +102,10 @@ def _lock_for_turn(turn_id: UUID) -> tuple[AgentTurn, AgentSession] | None:
     return turn, session
 
 
+def _event_rows(turn_id: UUID, events: list[TurnEvent]) -> list[AgentTurnEvent]:
+    return [AgentTurnEvent(turn_id=turn_id, seq=e.id, event=e.event, data=e.data) for e in events]
+
+
 def _events_statements(turn_id: UUID, events: list[TurnEvent]) -> list[rows.Statement]:
     """Call inside a transaction. An event already written (a batch retried
     after its answer was lost) is skipped, not duplicated. Followers are
@@ -109,10 +113,7 @@ def _events_statements(turn_id: UUID, events: list[TurnEvent]) -> list[rows.Stat
     if not events:
         return []
     wake_followers(turn_id)
-    return rows.insert_statements(
-        [AgentTurnEvent(turn_id=turn_id, seq=e.id, event=e.event, data=e.data) for e in events],
-        ignore_conflicts=True,
-    )
+    return rows.insert_statements(_event_rows(turn_id, events), ignore_conflicts=True)
 
 
 def _write_events(turn_id: UUID, events: list[TurnEvent]) -> None:
@@ -333,7 +334,7 @@ def _claim_new_session(
         'EXISTS (SELECT 1 FROM "agent_sessions" WHERE "id" = %s)',
         [AgentTurn._meta.pk.get_db_prep_value(session.id, connection)],
     )
-    event = AgentTurnEvent(turn_id=turn.id, seq=first.id, event=first.event, data=first.data)
+    (event,) = _event_rows(turn.id, [first])
     returned = rows.first_row_in_own_transaction(
         [
             insert_under_quota(session, holder=turn.id),
@@ -621,7 +622,7 @@ def _commit_fenced(claim: Claim, outcome: Outcome, pending: list[TurnEvent], don
         ],
     )
     done = TurnEvent(done_seq, "done", turn.result)
-    events = [AgentTurnEvent(turn_id=turn.id, seq=e.id, event=e.event, data=e.data) for e in [*pending, done]]
+    events = _event_rows(turn.id, [*pending, done])
     returned = rows.first_row_in_own_transaction(
         [
             rows.update_if_statement(
