@@ -1,5 +1,5 @@
 """The NinjaAPI: routers, bearer auth, and the one error contract
-`{"error": {"code", "message"}}` (agentsite.errors) for everything it serves."""
+`{"error": {"code", "message"}}` (core.errors) for everything it serves."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.openapi.docs import Swagger
 from ninja.parser import Parser
 
-from agentsite.asyncdb import is_storage_error
-from agentsite.errors import (
+from core.asyncdb import is_storage_error
+from core.errors import (
     ApiError,
     InternalError,
     MalformedRequest,
@@ -22,7 +22,7 @@ from agentsite.errors import (
     StorageUnavailable,
     Unauthorized,
 )
-from agentsite.http.bodies import parse_json, validation_failed
+from core.http.bodies import parse_json, validation_failed
 from agentsite.openapi import document
 from sessions_app.auth import ApiKeyAuth
 

@@ -22,7 +22,7 @@ try:
 
     from django.conf import settings
 
-    from agentsite.http import server_guard
+    from core.http import server_guard
     from agentsite.routing import build_application
     from agentsite.startup import freeze_startup_heap, prepare_serving
 

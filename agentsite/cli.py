@@ -51,7 +51,7 @@ def main(argv: list[str]) -> None:
     from django.core.management import execute_from_command_line
     from django.db import OperationalError
 
-    from agentsite.database import DatabaseUnavailable, probe_database
+    from core.database import DatabaseUnavailable, probe_database
 
     wants_traceback = "--traceback" in argv
     command = _command(argv)

@@ -21,7 +21,7 @@ import threading
 
 from django.conf import settings
 
-from agentsite.http.inflight import requests
+from core.http.inflight import requests
 from turns_app import shutdown
 from turns_app.execution import running_turns
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agentsite.agent.form_spec import (
+from graphs.intake.form_spec import (
     MAX_DESCRIPTION_LENGTH,
     MAX_ENUM_OPTION_LENGTH,
     MAX_ENUM_OPTIONS,
     MAX_FIELDS,
 )
-from agentsite.errors import ErrorCode
+from core.errors import ErrorCode
 
 KEY_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9._:-]{1,255}$"
 IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,128}$"

@@ -6,19 +6,19 @@ from channels.routing import ProtocolTypeRouter, URLRouter
 from django.core.asgi import get_asgi_application
 from django.urls import re_path
 
-from agentsite.http.edge import Edge
-from agentsite.http.inflight import requests
+from core.http.edge import Edge
+from core.http.inflight import requests
 
 
 def build_application():
     django_app = get_asgi_application()
-    from agentsite.http.api_handler import ApiHandler
+    from core.http.api_handler import ApiHandler
 
     api_app = ApiHandler()
     # After get_asgi_application(): the consumers import models.
     from turns_app.consumers import TurnReattachConsumer, TurnStreamConsumer
-    from turns_app.langgraph_api.consumers import JoinStreamConsumer, RunStreamConsumer
-    from turns_app.langgraph_api.cors import ProtocolCors
+    from langgraph_app.consumers import JoinStreamConsumer, RunStreamConsumer
+    from langgraph_app.cors import ProtocolCors
 
     # `key` takes any characters, "/" included: a bad key must reach
     # check_session_key and answer 422 invalid_session_key, not 404.

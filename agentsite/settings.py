@@ -11,7 +11,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.database import CONNECT_TIMEOUT_SECONDS
+from core.database import CONNECT_TIMEOUT_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = BASE_DIR / "data"
@@ -110,14 +110,15 @@ INSTALLED_APPS = [
     "axes",
     "sessions_app",
     "turns_app",
+    "langgraph_app",
     # The booking graph's app: its Booking model and the effect that creates it.
-    "agentsite.booking",
+    "graphs.booking",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files before the rest: a stylesheet needs no session or CSRF.
-    "agentsite.http.static.AsyncWhiteNoiseMiddleware",
+    "core.http.static.AsyncWhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -188,7 +189,7 @@ def _masked(url: str) -> str:
 
 def _database_from_url(url: str) -> dict:
     # No health check per checkout (a round trip on every step, issue 12):
-    # agentsite.asyncdb.db retries a step whose connection died in the pool
+    # core.asyncdb.db retries a step whose connection died in the pool
     # before it did anything.
     try:
         config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=False)
@@ -274,7 +275,7 @@ def env_graphs(name: str, default: str) -> dict[str, str]:
 
 AGENT_GRAPHS = env_graphs(
     "AGENT_GRAPHS",
-    "intake=agentsite.agent.intake:build_intake_graph,booking=agentsite.booking.graph:build_booking_graph",
+    "intake=graphs.intake.graph:build_intake_graph,booking=graphs.booking.graph:build_booking_graph",
 )
 AGENT_GRAPH = os.environ.get("AGENT_GRAPH") or "intake"
 if AGENT_GRAPH not in AGENT_GRAPHS:
@@ -310,7 +311,7 @@ AGENT_EVENT_RETENTION_SECONDS = env_number("AGENT_EVENT_RETENTION_SECONDS", 3600
 AGENT_BOOKING_SERVICE_URL = os.environ.get("AGENT_BOOKING_SERVICE_URL", "")
 AGENT_MAX_SESSIONS_PER_OWNER = env_number("AGENT_MAX_SESSIONS_PER_OWNER", 1000, cast=int, minimum=1)
 
-# --- hostile clients (agentsite.http.edge and agentsite.http.server_guard) ------
+# --- hostile clients (core.http.edge and core.http.server_guard) ------
 
 # One bound for every request body (JSON API, SSE, admin, chat page): far
 # above any real request (a chat turn is <= 16k characters, a form <= 256 KB).

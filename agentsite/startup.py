@@ -14,17 +14,17 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 
 from agentsite import graceful_stop
-from agentsite.agent.checkpointer import close_savers
-from agentsite.agent.registry import check_registry
-from agentsite.database import (
+from graphs.runtime.savers import close_savers
+from graphs.runtime.registry import check_registry
+from core.database import (
     explain_connect_error,
     is_postgres,
     migration_problem,
     probe_database,
     sqlite_lock_path,
 )
-from agentsite.logs import route_daphne_access_log
-from turns_app.checkpoints import schema_problem
+from core.logs import route_daphne_access_log
+from turns_app.checkpoint_tables import schema_problem
 from turns_app.maintenance import maintenance
 from turns_app.services import turns_abort_pending
 from turns_app.wakeups import stop_listening

@@ -4,11 +4,11 @@ from django.urls import path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from agentsite.api import api
-from agentsite.errors import ErrorCode
+from core.errors import ErrorCode
 from agentsite.metrics import metrics_view
 from agentsite.pages import chat_page
-from turns_app.langgraph_api.api import api as langgraph_api
-from turns_app.langgraph_api.api import not_found as langgraph_not_found
+from langgraph_app.api import api as langgraph_api
+from langgraph_app.api import not_found as langgraph_not_found
 
 
 # No cookie-authenticated action happens here, and without the exemption an

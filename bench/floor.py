@@ -35,7 +35,7 @@ async def open_graph(db: str):
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
-    from agentsite.agent.offline import OfflineChatModel
+    from graphs.intake.offline import OfflineChatModel
     from bench.graphs import build_chat_graph
 
     pool = AsyncConnectionPool(

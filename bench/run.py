@@ -46,8 +46,8 @@ BIN = Path(sys.executable).parent
 HOST = "127.0.0.1"
 TEXT = "Hello! I would like to book a table for four people next Friday evening."
 GRAPHS = (
-    "intake=agentsite.agent.intake:build_intake_graph,"
-    "booking=agentsite.booking.graph:build_booking_graph,"
+    "intake=graphs.intake.graph:build_intake_graph,"
+    "booking=graphs.booking.graph:build_booking_graph,"
     "chat=bench.graphs:build_chat_graph"
 )
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -13,7 +13,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentsite.admin_display import when
+from core.admin_display import when
 from sessions_app.models import ApiKey
 from sessions_app.services import API_KEY_PREFIX, api_key_create, api_key_revoke
 

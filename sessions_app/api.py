@@ -8,8 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Header, Query, Router, Status
 from typing_extensions import Annotated
 
-from agentsite.asyncdb import db, retry_while_busy
-from agentsite.errors import PreconditionRequired, ValidationFailed
+from core.asyncdb import db, retry_while_busy
+from core.errors import PreconditionRequired, ValidationFailed
 from sessions_app import selectors, services
 from sessions_app.models import AgentSession
 from sessions_app.schemas import (

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
-from agentsite.asyncdb import db
-from agentsite.errors import Unauthorized
+from core.asyncdb import db
+from core.errors import Unauthorized
 from sessions_app import key_cache
 from sessions_app.models import ApiKey
 from sessions_app.services import api_key_authenticate, hash_api_key

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from agentsite import rows
+from core import rows
 
 # Not "." or "..": path segments that browsers and most HTTP clients resolve
 # away, so such a session could never be addressed by its URL.

@@ -11,7 +11,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Now
 
-from agentsite.errors import InvalidSessionKey, SessionNotFound
+from core.errors import InvalidSessionKey, SessionNotFound
 from sessions_app.models import SESSION_KEY_PATTERN, AgentSession
 
 _SESSION_KEY = re.compile(SESSION_KEY_PATTERN)

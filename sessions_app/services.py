@@ -21,9 +21,9 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from agentsite import rows
-from agentsite.agent import form_spec
-from agentsite.errors import (
+from core import rows
+from graphs.intake import form_spec
+from core.errors import (
     InvalidFields,
     InvalidForm,
     SessionBusy,
@@ -144,7 +144,7 @@ def session_lock(
     """Call inside `transaction.atomic`; takes `SELECT … FOR UPDATE` on the
     session row (by owner and key, or by id) and reads the database's clock
     with it into `session.db_now`, for lease decisions. One statement,
-    written once (agentsite.rows), as every turn takes it twice.
+    written once (core.rows), as every turn takes it twice.
 
     Lock order, for every writer: the session row first, then its turns.
     Nothing locks a turn and then its session, so two writers never wait on

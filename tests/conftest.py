@@ -11,10 +11,10 @@ import pytest
 from django.db import connection
 from django.test import AsyncClient
 
-from agentsite.agent.checkpointer import close_savers
+from graphs.runtime.savers import close_savers
 from turns_app.wakeups import stop_listening
-from turns_app.checkpoints import checkpoint_tables
-from agentsite.asyncdb import db
+from turns_app.checkpoint_tables import checkpoint_tables
+from core.asyncdb import db
 from tests import fakes
 from tests.browser import NoChromium, chromium_path
 from tests.fakes import Script
@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(config, items):
     backend: CI runs the whole suite on both, so every one of them runs."""
     from django.conf import settings
 
-    from agentsite.database import is_postgres
+    from core.database import is_postgres
 
     other = "sqlite_only" if is_postgres(settings.DATABASES["default"]) else "postgres_only"
     kept = [item for item in items if other not in item.keywords]

@@ -12,8 +12,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGenerationChunk, ChatResult
 
-from agentsite.agent.offline import OfflineChatModel
-from agentsite.agent.prompts import parse_task
+from graphs.intake.offline import OfflineChatModel
+from graphs.prompts import parse_task
 
 
 class Script:

@@ -1,4 +1,4 @@
-"""agentsite.asyncdb.db: database steps on their own threads, without a
+"""core.asyncdb.db: database steps on their own threads, without a
 health-check round trip per checkout (issue 12) — yet a connection that died
 in the pool (a PostgreSQL restart) costs no failed request, and a step that
 had already done something is never run twice."""
@@ -11,9 +11,9 @@ import psycopg
 import pytest
 from django.db import connection
 
-from agentsite.asyncdb import db
-from agentsite.database import database_settings, postgres_conninfo
-from agentsite.errors import StorageUnavailable
+from core.asyncdb import db
+from core.database import database_settings, postgres_conninfo
+from core.errors import StorageUnavailable
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -1,6 +1,6 @@
 """README stays true: every error code a client can receive is in its error
 table, every setting the server reads from the environment is in its
-configuration table. Codes come from agentsite/errors.py and from the string
+configuration table. Codes come from core/errors.py and from the string
 literals the apps pass as an error code (a turn aborted by the server, not by
 a request)."""
 
@@ -10,10 +10,10 @@ import ast
 import re
 from pathlib import Path
 
-from agentsite.errors import ErrorCode
+from core.errors import ErrorCode
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("agentsite", "sessions_app", "turns_app")
+APPS = ("core", "graphs", "agentsite", "sessions_app", "turns_app", "langgraph_app")
 # Functions whose positional argument at this index is an error code.
 CODE_ARGUMENT = {"_abort_locked": 2}
 

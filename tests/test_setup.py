@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from agentsite.database import is_postgres, postgres_conninfo
-from turns_app.checkpoints import POSTGRES_TABLES, SQLITE_TABLES
+from core.database import is_postgres, postgres_conninfo
+from turns_app.checkpoint_tables import POSTGRES_TABLES, SQLITE_TABLES
 
 ROOT = Path(__file__).resolve().parent.parent
 

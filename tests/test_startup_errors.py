@@ -85,7 +85,7 @@ def test_the_default_data_folder_is_created(tmp_path):
     # manage.py's, so those two are copied.
     shutil.copytree(root / "agentsite", clone / "agentsite", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(root / "manage.py", clone / "manage.py")
-    for name in ("sessions_app", "turns_app", "templates"):
+    for name in ("core", "graphs", "sessions_app", "turns_app", "langgraph_app", "templates"):
         (clone / name).symlink_to(root / name)
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "AGENT_DATA_DIR"}}
     result = subprocess.run(

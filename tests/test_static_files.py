@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.test import AsyncClient, Client
 
-from agentsite.http.static import AsyncWhiteNoiseMiddleware
+from core.http.static import AsyncWhiteNoiseMiddleware
 
 
 async def body(response) -> bytes:

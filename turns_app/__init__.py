@@ -22,7 +22,7 @@ Read in this order, one module per step:
     checkpoints.py  LangGraph's tables as we use them: thread names, install
                     and schema check, purge, retention, sweep, storage scans
     selectors.py    reads: turn lists, transcript, lookups
-    native_stream.py  LangGraph-native stream parts (values, updates,
+    stream_parts.py  LangGraph-native stream parts (values, updates,
                     messages, custom) logged as events, for protocol runs
     langgraph_api/  LangGraph's Agent Protocol at /langgraph/ (its own map)
     admin/          sessions and turns in the Django admin (read-only; writes

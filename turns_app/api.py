@@ -11,8 +11,8 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Header, Query, Router, Status
 from typing_extensions import Annotated
 
-from agentsite.agent.registry import describe
-from agentsite.asyncdb import db
+from graphs.runtime.registry import describe
+from core.asyncdb import db
 from sessions_app.schemas import PageIn, SessionOut
 from sessions_app.selectors import check_session_key
 from turns_app import selectors, services

@@ -10,7 +10,7 @@ class TurnsAppConfig(AppConfig):
         from django.db.models.signals import post_migrate
 
         from sessions_app.signals import session_deleting
-        from turns_app.checkpoints import upgrade_after_migrate
+        from turns_app.checkpoint_tables import upgrade_after_migrate
         from turns_app.services import session_turns_purge
 
         session_deleting.connect(session_turns_purge, dispatch_uid="turns_app.purge")

@@ -19,10 +19,10 @@ from uuid import UUID
 
 from django.conf import settings
 
-from agentsite.asyncdb import db
-from agentsite.errors import ApiError, InternalError, MethodNotAllowed, TurnNotFound, ValidationFailed
-from agentsite.http.bodies import validate_body
-from agentsite.http.sse import Headers, SseConsumer
+from core.asyncdb import db
+from core.errors import ApiError, InternalError, MethodNotAllowed, TurnNotFound, ValidationFailed
+from core.http.bodies import validate_body
+from core.http.sse import Headers, SseConsumer
 from sessions_app.auth import authenticate
 from sessions_app.selectors import check_session_key
 from turns_app import selectors

@@ -24,8 +24,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
-from agentsite.asyncdb import db
-from agentsite.errors import InternalError, StaleTurn
+from core.asyncdb import db
+from core.errors import InternalError, StaleTurn
 from turns_app import wakeups
 from turns_app.selectors import turn_events_after
 from turns_app.services import events_append, turn_expire_if_dead

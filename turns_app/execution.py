@@ -20,8 +20,8 @@ import httpx
 import openai
 from django.conf import settings
 
-from agentsite.asyncdb import db, is_storage_error
-from agentsite.errors import (
+from core.asyncdb import db, is_storage_error
+from core.errors import (
     ApiError,
     error_for,
     InternalError,
@@ -31,7 +31,7 @@ from agentsite.errors import (
     StorageUnavailable,
     TurnCancelled,
 )
-from turns_app import history, native_stream, observability, session_wait, shutdown, wakeups
+from turns_app import history, stream_parts, observability, session_wait, shutdown, wakeups
 from turns_app.events import EventLog, encode
 from turns_app.graph_step import run_graph
 from turns_app.services import turn_abort, turn_claim, turn_commit, turn_renew_lease
@@ -44,9 +44,9 @@ logger = logging.getLogger(__name__)
 _running: dict[UUID, "TurnRun"] = {}
 # Shown to followers here at once, written in the next batch; every other
 # event of a run is written before it is shown. Protocol runs' LangGraph-native
-# parts (turns_app.native_stream) are tentative like deltas: a round trip to
+# parts (turns_app.stream_parts) are tentative like deltas: a round trip to
 # the database per token or step would slow the run down.
-SHOWN_BEFORE_WRITTEN = frozenset({"delta"}) | native_stream.EVENTS
+SHOWN_BEFORE_WRITTEN = frozenset({"delta"}) | stream_parts.EVENTS
 # How long the clients here wait for a failed turn's `error` to be written.
 ERROR_WRITE_SECONDS = 2.0
 _background: set[asyncio.Future] = set()  # strong refs to fire-and-forget work

@@ -1,12 +1,12 @@
 """Step 2 of the protocol, the graph adapter: run the session's graph for a
 claimed turn, turn what it streams into turn events, and propose an Outcome.
 
-Any registered graph runs here unchanged (agentsite.agent.registry has the
+Any registered graph runs here unchanged (graphs.runtime.registry has the
 contract): the turn starts from the session's committed state — the
 conversation up to the head turn, the head turn's other channel values, and
 the session row's form, fields and stage for the channels of those names —
 on a checkpoint thread of its own, held in memory
-(agentsite.agent.run_checkpoints). Nothing is written while the graph runs;
+(graphs.runtime.run_checkpoints). Nothing is written while the graph runs;
 a run that pauses (`interrupt()`) has its checkpoint written before the turn
 commits, so a resume finds it from any process, after any restart. The
 runner knows no node names: `delta`s come from every node's AI message
@@ -30,13 +30,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from agentsite.agent import effects, form_spec
-from agentsite.agent.checkpointer import get_saver
-from agentsite.agent.registry import FIELDS, FORM, MESSAGES, REJECTED, STAGE, GraphShape, graph_for, shape_of
-from agentsite.agent.run_checkpoints import RunCheckpoints
-from agentsite.errors import StateLost
+from graphs.runtime import effects
+from graphs.intake import form_spec
+from graphs.runtime.savers import get_saver
+from graphs.runtime.registry import FIELDS, FORM, MESSAGES, REJECTED, STAGE, GraphShape, graph_for, shape_of
+from graphs.runtime.run_checkpoints import RunCheckpoints
+from core.errors import StateLost
 from turns_app import faults, history
-from turns_app.native_stream import NativeParts
+from turns_app.stream_parts import NativeParts
 from turns_app.types import Claim, Outcome
 
 logger = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ from django.db import connection
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from agentsite.asyncdb import db
+from core.asyncdb import db
 from turns_app import shutdown
-from turns_app.checkpoints import schema_problem
+from turns_app.checkpoint_tables import schema_problem
 
 router = Router(tags=["health"])
 

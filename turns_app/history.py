@@ -24,7 +24,7 @@ from django.db import connection
 from django.db.models import UUIDField
 from langchain_core.messages import AIMessage, BaseMessage, message_to_dict, messages_from_dict
 
-from agentsite.asyncdb import db
+from core.asyncdb import db
 
 # The chain from a turn back to the first one (or to the turn that rewrote
 # the whole conversation), oldest first.

@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass, field
 import psycopg
 from django.conf import settings
 
-from agentsite import metrics
-from agentsite.asyncdb import db
-from agentsite.database import database_settings, is_postgres, postgres_conninfo
+from core import metrics
+from core.asyncdb import db
+from core.database import database_settings, is_postgres, postgres_conninfo
 from sessions_app.services import sessions_expire_idle, tombstones_remove
-from turns_app.checkpoints import checkpoints_sweep
+from turns_app.checkpoint_tables import checkpoints_sweep
 from turns_app.services import events_compact, turns_expire_dead
 from turns_app.wakeups import followers_remove_stale
 

@@ -44,14 +44,14 @@ from django.core.management.color import no_style
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, models, transaction
 from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver
 
-from agentsite.database import (
+from core.database import (
     explain_connect_error,
     is_postgres,
     migration_problem,
     postgres_conninfo,
     sqlite_lock_path,
 )
-from turns_app.checkpoints import SQLITE_TIMEOUT_SECONDS, checkpoint_tables, schema_problem
+from turns_app.checkpoint_tables import SQLITE_TIMEOUT_SECONDS, checkpoint_tables, schema_problem
 
 # The apps whose models hold what a user would lose: every model in them moves.
 MOVED_APPS = ("sessions_app", "turns_app", "booking")

@@ -1,7 +1,7 @@
 """What a turn tells the people who run the service: a log line when it
 starts and when it ends (turn id, session, owner, outcome, error code,
 duration; one JSON object each with LOG_FORMAT=json), and the Prometheus
-metrics in agentsite.metrics.
+metrics in core.metrics.
 
 execution.py calls these at named points — started, first delta, replayed —
 and the end is read from the turn's task, so the execution code carries no
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from agentsite import metrics
-from agentsite.errors import ApiError, ErrorCode
+from core import metrics
+from core.errors import ApiError, ErrorCode
 from turns_app.types import Replay
 
 if TYPE_CHECKING:

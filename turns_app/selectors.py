@@ -8,7 +8,7 @@ from uuid import UUID
 
 from django.db.models import Count
 
-from agentsite.errors import TurnNotFound
+from core.errors import TurnNotFound
 from sessions_app.selectors import session_get
 from turns_app import history
 from turns_app.models import AgentTurn, AgentTurnEvent

@@ -7,7 +7,7 @@ row first (`sessions_app.services.session_lock`); none is held while the
 model runs (DESIGN.md, "The turn protocol"). Durable, so calling one inside
 another transaction fails loudly instead of silently moving its commit point.
 They are sync and return plain data (turns_app.types); async callers go
-through `agentsite.asyncdb.db`.
+through `core.asyncdb.db`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Max, OuterRef, Subquery
 from django.db.models.functions import Now
 
-from agentsite import rows
-from agentsite.agent import effects
-from agentsite.errors import (
+from core import rows
+from graphs.runtime import effects
+from core.errors import (
     ErrorCode,
     GraphMismatch,
     IdempotencyConflict,
@@ -53,7 +53,7 @@ from sessions_app.services import (
     session_lock,
 )
 from turns_app import faults, known_sessions
-from turns_app.checkpoints import delete_threads
+from turns_app.checkpoint_tables import delete_threads
 from turns_app.history import chain_ids
 from turns_app.models import AgentTurn, AgentTurnEvent
 from turns_app.types import Claim, Outcome, Replay, StartFrom, TurnEvent, checkpoint_thread_id

@@ -26,9 +26,9 @@ from uuid import UUID
 
 from django.conf import settings
 
-from agentsite import metrics
-from agentsite.asyncdb import db
-from agentsite.errors import SessionBusy
+from core import metrics
+from core.asyncdb import db
+from core.errors import SessionBusy
 from turns_app import wakeups
 
 T = TypeVar("T")

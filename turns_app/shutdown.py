@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentsite.errors import ServerShutdown
+from core.errors import ServerShutdown
 
 if TYPE_CHECKING:
     from turns_app.execution import TurnRun

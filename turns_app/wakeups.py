@@ -27,8 +27,8 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agentsite.asyncdb import db
-from agentsite.database import database_settings, is_postgres, postgres_conninfo
+from core.asyncdb import db
+from core.database import database_settings, is_postgres, postgres_conninfo
 from turns_app.models import TurnFollower
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-from turns_app.checkpoints import checkpoint_tables
+from turns_app.checkpoint_tables import checkpoint_tables
 from sessions_app.models import AgentSession
 from tests.conftest import Api, pause_booking, run_in_new_loop
 

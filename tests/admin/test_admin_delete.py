@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from agentsite.errors import StaleTurn, Unauthorized
+from core.errors import StaleTurn, Unauthorized
 from sessions_app.models import AgentSession, ApiKey
 from sessions_app.services import api_key_authenticate
 from tests.admin.conftest import admin_url, chat, checkpoint_rows, paused_session, session_with_turns

@@ -11,8 +11,8 @@ import time
 import psycopg_pool
 import pytest
 
-from agentsite.agent import checkpointer
-from agentsite.database import CONNECT_TIMEOUT_SECONDS
+from graphs.runtime import savers
+from core.database import CONNECT_TIMEOUT_SECONDS
 
 
 @pytest.fixture
@@ -55,10 +55,10 @@ async def test_a_pool_whose_opening_is_cancelled_is_closed(blackhole, monkeypatc
     monkeypatch.setattr(psycopg_pool.AsyncConnectionPool, "__init__", recorded)
     dead = {"ENGINE": "django.db.backends.postgresql", "NAME": "x", "USER": "x",
             "HOST": "127.0.0.1", "PORT": blackhole, "OPTIONS": {}}
-    monkeypatch.setattr(checkpointer, "database_settings", lambda: dead)
+    monkeypatch.setattr(savers, "database_settings", lambda: dead)
     for _ in range(3):  # three probes during an outage
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(checkpointer.get_saver(), 0.3)
+            await asyncio.wait_for(savers.get_saver(), 0.3)
     assert len(pools) == 3
     assert all(pool.closed for pool in pools)
     # Nothing of the pools keeps running on the loop once their connection

@@ -12,10 +12,10 @@ import time
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from agentsite.agent import offline
-from agentsite.agent.extract_rules import extract_values
-from agentsite.agent.form_spec import DEFAULT_FORM, FormSpecError, check_form_size, form_to_json
-from agentsite.agent.prompts import TASK_EXTRACT, render_task
+from graphs.intake import offline
+from graphs.intake.extract_rules import extract_values
+from graphs.intake.form_spec import DEFAULT_FORM, FormSpecError, check_form_size, form_to_json
+from graphs.prompts import TASK_EXTRACT, render_task
 
 FORM = form_to_json(DEFAULT_FORM)
 TODAY = dt.date(2026, 11, 30)

@@ -12,10 +12,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentsite.agent.models import build_model
-from agentsite.agent.offline import OfflineChatModel, respond
-from agentsite.agent.registry import UnknownGraph, build_graph
-from agentsite.agent.form_spec import DEFAULT_FORM, form_to_json
+from graphs.runtime.chat_models import build_model
+from graphs.intake.offline import OfflineChatModel, respond
+from graphs.runtime.registry import UnknownGraph, build_graph
+from graphs.intake.form_spec import DEFAULT_FORM, form_to_json
 
 
 def test_offline_model_takes_its_delay_from_settings(settings):
@@ -193,7 +193,7 @@ async def test_openai_provider_runs_the_graph_against_openai_base_url(fake_opena
 async def test_an_openai_provider_runs_the_booking_graph_with_tool_calls(fake_openai, settings, api):
     """The booking graph on a real provider client (ChatOpenAI) against an
     OpenAI-compatible server: tool calls, the approval pause and the commit."""
-    from agentsite.booking.models import Booking
+    from graphs.booking.models import Booking
     from tests.conftest import orm
 
     settings.AGENT_MODEL = "openai:gpt-4o-mini"

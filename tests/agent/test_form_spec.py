@@ -1,6 +1,6 @@
 import pytest
 
-from agentsite.agent.form_spec import (
+from graphs.intake.form_spec import (
     DEFAULT_FORM,
     MAX_STRING_LENGTH,
     FieldsInvalid,

@@ -8,9 +8,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentsite.agent.intake import build_intake_graph, parse_json_object
-from agentsite.agent.offline import OfflineChatModel
-from agentsite.agent.form_spec import DEFAULT_FORM, form_to_json
+from graphs.intake.graph import build_intake_graph, parse_json_object
+from graphs.intake.offline import OfflineChatModel
+from graphs.intake.form_spec import DEFAULT_FORM, form_to_json
 
 
 def new_state(**overrides) -> dict[str, Any]:

@@ -4,9 +4,9 @@ import time
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from agentsite.agent.offline import FALLBACK_REPLY, OfflineChatModel, extract_values
-from agentsite.agent.prompts import TASK_EXTRACT, TASK_REPLY, parse_task, render_task
-from agentsite.agent.form_spec import DEFAULT_FORM, form_to_json
+from graphs.intake.offline import FALLBACK_REPLY, OfflineChatModel, extract_values
+from graphs.prompts import TASK_EXTRACT, TASK_REPLY, parse_task, render_task
+from graphs.intake.form_spec import DEFAULT_FORM, form_to_json
 
 FORM = form_to_json(DEFAULT_FORM)
 EXTRA_FORM = [

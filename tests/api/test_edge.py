@@ -1,4 +1,4 @@
-"""The ASGI edge (agentsite.http.edge) in front of the whole application,
+"""The ASGI edge (core.http.edge) in front of the whole application,
 driven in-process through `build_application()`: body limits before
 buffering, the Host check and security headers on the SSE routes, and the
 JSON error contract for everything under /api/."""

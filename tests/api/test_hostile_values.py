@@ -83,7 +83,7 @@ async def test_lone_surrogates_are_422_and_write_nothing(api, script, seeded, ca
 def test_a_model_value_with_a_lone_surrogate_is_rejected():
     """Field values a model proposes pass the same check as a client's
     (`coerce_value` validates both), so none reaches the database."""
-    from agentsite.agent.form_spec import FieldValueError, coerce_value, parse_form
+    from graphs.intake.form_spec import FieldValueError, coerce_value, parse_form
 
     (spec,) = parse_form([{"name": "name", "type": "string"}])
     with pytest.raises(FieldValueError, match="lone surrogates"):

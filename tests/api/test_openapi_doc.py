@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from agentsite.errors import ErrorCode
+from core.errors import ErrorCode
 
 
 def test_schema_documents_errors_constraints_and_streams(client):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Api
-from turns_app.langgraph_api.api import api as protocol_api
+from langgraph_app.api import api as protocol_api
 
 SPEC = json.loads((Path(__file__).parent / "spec" / "langgraph-platform-openapi.json").read_text())
 PREFIX = "/langgraph"

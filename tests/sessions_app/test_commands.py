@@ -1,7 +1,7 @@
 import pytest
 from django.core.management import CommandError, call_command
 
-from agentsite.errors import Unauthorized
+from core.errors import Unauthorized
 from sessions_app.models import ApiKey
 from sessions_app.services import api_key_authenticate
 

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.db.models import Count
 from django.test.utils import CaptureQueriesContext
 
-from agentsite.errors import TooManySessions
+from core.errors import TooManySessions
 from sessions_app.models import AgentSession, OwnerSessionCount
 from sessions_app.services import session_create, session_delete, tombstones_remove
 from turns_app.services import turn_claim

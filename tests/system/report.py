@@ -9,7 +9,7 @@ from pathlib import Path
 
 from django.db import connection
 
-from agentsite.database import is_postgres
+from core.database import is_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 

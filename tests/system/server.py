@@ -32,7 +32,7 @@ import httpx
 import pytest
 from django.db import connection
 
-from agentsite.database import is_postgres
+from core.database import is_postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from httpx_sse import connect_sse
 
-from agentsite.booking.models import Booking
+from graphs.booking.models import Booking
 from sessions_app.models import AgentSession
 from tests.system import report
 from turns_app.models import AgentTurn

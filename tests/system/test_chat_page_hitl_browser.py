@@ -18,7 +18,7 @@ import httpx
 import pytest
 from django.conf import settings
 
-from agentsite.booking.models import Booking
+from graphs.booking.models import Booking
 from sessions_app.models import AgentSession
 from sessions_app.services import api_key_create
 from tests.browser import launch_chromium, send_chat_message

@@ -33,10 +33,10 @@ import pytest
 from django.db import connection
 from httpx_sse import ServerSentEvent, connect_sse
 
-from agentsite.booking.models import Booking
-from agentsite.database import is_postgres
+from graphs.booking.models import Booking
+from core.database import is_postgres
 from turns_app import history
-from turns_app.checkpoints import checkpoint_tables
+from turns_app.checkpoint_tables import checkpoint_tables
 from sessions_app.models import AgentSession
 from tests.system import report
 from tests.system.server import ROOT, Server

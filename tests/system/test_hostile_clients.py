@@ -218,7 +218,7 @@ def test_huge_headers_are_431_and_status_lines_have_reasons(servers, alice):
 def largest_form() -> list[dict]:
     """The costliest form the API accepts: 50 enum fields whose options fill
     the form's byte limit."""
-    from agentsite.agent.form_spec import MAX_FORM_BYTES
+    from graphs.intake.form_spec import MAX_FORM_BYTES
 
     form = [{"name": f"f{i}", "type": "enum", "required": True, "enum": []} for i in range(50)]
     j = 0

@@ -35,7 +35,7 @@ from django.db import connection
 from httpx_sse import aconnect_sse
 from psycopg import sql
 
-from agentsite.database import is_postgres, postgres_conninfo
+from core.database import is_postgres, postgres_conninfo
 from sessions_app.models import AgentSession
 from tests.system import report
 from tests.system.server import ROOT, STOP_SECONDS, Server, served_database_url

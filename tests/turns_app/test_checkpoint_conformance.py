@@ -1,4 +1,4 @@
-"""Our SQL on LangGraph's tables (turns_app.checkpoints) against the real
+"""Our SQL on LangGraph's tables (turns_app.checkpoint_tables) against the real
 saver, on whichever database the suite runs: the purge removes exactly the
 rows the saver's own `adelete_thread` removes, in every table that has a
 `thread_id` column, and the schema check follows the installed library."""
@@ -15,10 +15,10 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
-from agentsite.agent.checkpointer import get_saver
-from agentsite.database import is_postgres
+from graphs.runtime.savers import get_saver
+from core.database import is_postgres
 from tests.conftest import orm
-from turns_app.checkpoints import (
+from turns_app.checkpoint_tables import (
     POSTGRES_MIGRATIONS_TABLE,
     checkpoint_tables,
     delete_threads,

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from sessions_app.models import AgentSession
 from tests.conftest import claim_turn, orm, pause_booking
-from turns_app.checkpoints import checkpoint_tables
+from turns_app.checkpoint_tables import checkpoint_tables
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)

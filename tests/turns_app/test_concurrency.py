@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from agentsite.errors import SessionBusy, VersionConflict
+from core.errors import SessionBusy, VersionConflict
 from sessions_app.models import AgentSession
 from sessions_app.services import session_set_fields
 from tests.conftest import transcript_of, orm, run_in_new_loop

@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from agentsite.agent import effects
-from agentsite.booking.models import Booking
+from graphs.runtime import effects
+from graphs.booking.models import Booking
 from tests.conftest import orm, pause_booking
 from turns_app.models import AgentTurn
 

@@ -14,7 +14,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from agentsite.errors import SessionBusy
+from core.errors import SessionBusy
 from sessions_app.models import AgentSession
 from tests.conftest import claim_turn, orm, pause_booking
 from turns_app import execution, services

@@ -13,7 +13,7 @@ from django.db import connection
 from sessions_app.models import AgentSession
 from tests.conftest import claim_turn, orm, pause_booking, transcript_of
 from turns_app import history
-from turns_app.checkpoints import checkpoint_tables, delete_threads
+from turns_app.checkpoint_tables import checkpoint_tables, delete_threads
 from turns_app.graph_step import run_graph
 from turns_app.models import AgentTurn
 from turns_app.services import turn_abort, turn_commit, turns_abort_pending

@@ -10,7 +10,7 @@ import json
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.agent.registry import build_graph, check_registry
+from graphs.runtime.registry import build_graph, check_registry
 from tests.conftest import orm, transcript_of
 from tests.turns_app.test_sse_consumer import names, post, stream_events
 from turns_app.models import AgentTurn
@@ -18,8 +18,8 @@ from turns_app.models import AgentTurn
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TEST_GRAPHS = {
-    "intake": "agentsite.agent.intake:build_intake_graph",
-    "booking": "agentsite.booking.graph:build_booking_graph",
+    "intake": "graphs.intake.graph:build_intake_graph",
+    "booking": "graphs.booking.graph:build_booking_graph",
     "echo": "tests.graphs:build_echo_graph",
     "fixed": "tests.graphs:fixed_graph",
 }

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from agentsite.agent import checkpointer
+from graphs.runtime import savers
 from tests.conftest import Api
 from turns_app import health
 
@@ -18,7 +18,7 @@ async def test_health_is_ok_without_opening_a_checkpointer(monkeypatch):
     async def no_saver(*args, **kwargs):
         raise AssertionError("the health probe opened a checkpointer")
 
-    monkeypatch.setattr(checkpointer, "get_saver", no_saver)
+    monkeypatch.setattr(savers, "get_saver", no_saver)
     response = await Api(None).call("GET", "/health")
     assert response.status_code == 200
     assert json.loads(response.content) == {"status": "ok", "database": "ok", "checkpointer": "ok"}

@@ -153,7 +153,7 @@ def test_a_commit_whose_fence_fails_writes_nothing_and_aborts_the_turn(lost):
     """The one-statement fence refuses a turn that no longer holds the
     session, by the database's clock for the lease, and the turn is aborted
     as before: nothing of the refused commit is written."""
-    from agentsite.errors import StaleTurn
+    from core.errors import StaleTurn
 
     claimed = claim("fenced")
     AgentSession.objects.filter(pk=claimed.session_id).update(**lost)
@@ -215,7 +215,7 @@ async def test_a_first_turn_reads_no_history(monkeypatch):
 async def test_a_graph_without_fields_never_parses_the_sessions_form(api, settings, monkeypatch):
     """The session's form is for graphs with a `fields` channel; parsing it
     every turn for the others cost a tenth of a millisecond for nothing."""
-    from agentsite.agent import form_spec
+    from graphs.intake import form_spec
 
     settings.AGENT_GRAPHS = {**settings.AGENT_GRAPHS, "echo": "tests.graphs:build_echo_graph"}
     assert (await api.call("POST", "/sessions", {"key": "e1", "graph": "echo"})).status_code == 201

@@ -9,11 +9,11 @@ import json
 import pytest
 from django.db import connection
 
-from agentsite.booking.models import Booking
+from graphs.booking.models import Booking
 from sessions_app.models import AgentSession
 from tests.conftest import orm, pause_booking
 from tests.turns_app.test_sse_consumer import names, post, stream_events
-from turns_app.checkpoints import checkpoint_tables
+from turns_app.checkpoint_tables import checkpoint_tables
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.db import connection
 
-from turns_app.checkpoints import checkpoint_tables
+from turns_app.checkpoint_tables import checkpoint_tables
 from sessions_app.models import AgentSession
 from tests.conftest import claim_turn, make_outcome, orm, pause_booking, transcript_of
 from turns_app.models import AgentTurn
@@ -150,7 +150,7 @@ async def test_commit_after_lost_lease_is_stale(api, script, settings):
 async def test_commit_after_version_moved_is_stale(api, script):
     """Fence on version: even holding the lease, a turn whose base version is
     gone must not commit."""
-    from agentsite.errors import StaleTurn
+    from core.errors import StaleTurn
     from turns_app.services import turn_commit
 
     await api.chat("s1", "Ada Lovelace")

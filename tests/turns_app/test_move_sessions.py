@@ -21,7 +21,7 @@ from django.apps import apps
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from agentsite.database import sqlite_lock_path
+from core.database import sqlite_lock_path
 from sessions_app.models import AgentSession
 from sessions_app.services import api_key_create, api_key_revoke
 from tests.conftest import Api, pause_booking, run_in_new_loop

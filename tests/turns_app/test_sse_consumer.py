@@ -19,7 +19,7 @@ from agentsite.routing import build_application
 from sessions_app.models import AgentSession
 from tests.api.test_bad_input import BAD_CHAT_BODIES, BAD_IDEMPOTENCY_KEYS
 from tests.conftest import claim_turn, orm
-from agentsite.http import sse
+from core.http import sse
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agentsite.database import database_settings, postgres_conninfo
+from core.database import database_settings, postgres_conninfo
 from tests.conftest import claim_turn, make_outcome, orm
 from turns_app.maintenance import maintenance_run
 from turns_app.models import AgentTurnEvent, TurnFollower

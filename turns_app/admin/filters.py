@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import admin
 
-from agentsite.admin_display import InputFilter
+from core.admin_display import InputFilter
 
 
 class OwnerFilter(InputFilter):

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 
-from agentsite.admin_display import display_value
+from core.admin_display import display_value
 
 if TYPE_CHECKING:
     from sessions_app.models import AgentSession

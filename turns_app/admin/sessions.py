@@ -24,7 +24,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from agentsite.admin_display import (
+from core.admin_display import (
     clipped,
     display_value,
     html_table,
@@ -33,13 +33,13 @@ from agentsite.admin_display import (
     scrub,
     when,
 )
-from agentsite.errors import ApiError, InvalidFields, VersionConflict
+from core.errors import ApiError, InvalidFields, VersionConflict
 from sessions_app.models import AgentSession
 from sessions_app.services import session_delete, session_set_fields
 from turns_app.admin.filters import GraphFilter, LiveFilter, OwnerFilter, StageFilter
 from turns_app.admin.forms import SetFieldsForm
 from turns_app.admin.turns import KEY_CHARS, AgentTurnInline, turn_link_by_id
-from turns_app.checkpoints import thread_storage
+from turns_app.checkpoint_tables import thread_storage
 from turns_app.history import transcript
 from turns_app.selectors import turn_counts
 

@@ -11,7 +11,7 @@ from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agentsite.admin_display import clipped, light_changelist, pretty_json, pretty_json_text, scrub, when
+from core.admin_display import clipped, light_changelist, pretty_json, pretty_json_text, scrub, when
 from turns_app.models import AgentTurn
 
 # The inline shows this many turns, newest first; the turn list has them all.

@@ -1,7 +1,7 @@
 from django.core.management.base import CommandError
 
-from agentsite.commands import MigratedDatabaseCommand
-from agentsite.errors import ApiError
+from core.commands import MigratedDatabaseCommand
+from core.errors import ApiError
 from sessions_app.services import api_key_create
 
 

@@ -1,6 +1,6 @@
 from django.core.management.base import CommandError
 
-from agentsite.commands import MigratedDatabaseCommand
+from core.commands import MigratedDatabaseCommand
 from sessions_app.models import ApiKey
 from sessions_app.services import api_key_revoke
 

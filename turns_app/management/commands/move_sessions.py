@@ -1,6 +1,6 @@
 from django.core.management.base import CommandError
 
-from agentsite.commands import MigratedDatabaseCommand
+from core.commands import MigratedDatabaseCommand
 from turns_app.moving import BATCH_SIZE, MoveRefused, move_sessions
 
 

@@ -1,4 +1,4 @@
-from agentsite.commands import MigratedDatabaseCommand
+from core.commands import MigratedDatabaseCommand
 from turns_app.maintenance import maintenance_run
 
 

@@ -1,0 +1,155 @@
+"""Calling the sync services from async code (views, the SSE consumer, the
+turn runner). Django's ORM, `transaction.atomic` and `select_for_update` are
+sync-only, so every service call goes through `db()`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg_pool
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, OperationalError, close_old_connections, connection
+
+from core import metrics
+from core.database import CheckpointerUnavailable, database_settings
+from core.errors import ApiError, SessionBusy, StorageUnavailable
+
+T = TypeVar("T")
+
+
+def is_storage_error(exc: BaseException) -> bool:
+    """Errors that mean "the database is not there", as opposed to a bug."""
+    if isinstance(exc, IntegrityError):
+        return False
+    return isinstance(
+        exc,
+        (
+            DatabaseError,
+            CheckpointerUnavailable,
+            psycopg.OperationalError,
+            psycopg.InterfaceError,
+            psycopg_pool.PoolTimeout,
+            sqlite3.OperationalError,
+        ),
+    )
+
+
+class _Statements:
+    """Counts the statements a call got answers to (Django's execute_wrapper)."""
+
+    __slots__ = ("answered",)
+
+    def __init__(self) -> None:
+        self.answered = 0
+
+    def __call__(self, execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        self.answered += 1
+        return result
+
+
+def _connection_died(exc: BaseException) -> bool:
+    return isinstance(exc, (OperationalError, psycopg.OperationalError)) and not (
+        connection.connection is not None and connection.is_usable()
+    )
+
+
+def _call(fn: Callable[..., T], kwargs: dict[str, Any]) -> T:
+    # Worker threads outlive requests, so this is their request cycle: the
+    # connection comes from the pool for the call and goes back after it.
+    for attempt in (1, 2):
+        close_old_connections()
+        statements = _Statements()
+        try:
+            with connection.execute_wrapper(statements):
+                return fn(**kwargs)
+        except Exception as exc:
+            # No health-check round trip per call (issue 12): a connection
+            # that died while pooled (a database restart) fails its first
+            # statement instead, and nothing was done yet, so the call is
+            # made once more on a fresh one.
+            if attempt == 2 or statements.answered or not _connection_died(exc):
+                raise
+            _discard_dead_connections()
+        finally:
+            close_old_connections()
+    raise AssertionError("unreachable")
+
+
+def _discard_dead_connections() -> None:
+    connection.close()
+    pool = getattr(connection, "pool", None)
+    if pool is not None:
+        with contextlib.suppress(Exception):
+            pool.check()  # the others that died with it
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _threads
+    if _threads is None:
+        with _threads_lock:
+            if _threads is None:
+                _threads = ThreadPoolExecutor(max_workers=db_threads(), thread_name_prefix="agentsite-db")
+    return _threads
+
+
+_threads: ThreadPoolExecutor | None = None
+_threads_lock = threading.Lock()
+
+
+def db_threads() -> int:
+    """One thread per pooled connection: a step never waits for a thread
+    while a connection is free (and the other way round)."""
+    pool = database_settings().get("OPTIONS", {}).get("pool")
+    return pool.get("max_size", 8) if isinstance(pool, dict) else 8
+
+
+async def db(fn: Callable[..., T], /, **kwargs: Any) -> T:
+    """Run a sync service on a database thread; a database that is down
+    becomes `StorageUnavailable` (503), never a 500.
+
+    Its own threads, not the loop's default executor: database steps do not
+    queue behind other blocking work. A plain executor hop, not
+    `sync_to_async`: a turn may outlive the request whose thread that would
+    pin it to, and the hop is cheaper (FIELD-NOTES)."""
+    context = contextvars.copy_context()
+    try:
+        return await asyncio.get_running_loop().run_in_executor(_executor(), context.run, _call, fn, kwargs)
+    except ApiError:
+        raise
+    except Exception as exc:
+        if is_storage_error(exc):
+            raise StorageUnavailable() from exc
+        raise
+
+
+async def retry_while_busy(fn: Callable[..., T], /, **kwargs: Any) -> T:
+    """`db(fn)`, retried while it answers `session_busy`, for up to
+    AGENT_SESSION_WAIT_SECONDS; then the `session_busy` goes to the client."""
+    started = time.monotonic()
+    deadline = started + settings.AGENT_SESSION_WAIT_SECONDS
+    delay = 0.02
+    waited = False
+    while True:
+        try:
+            result = await db(fn, **kwargs)
+        except SessionBusy:
+            if time.monotonic() + delay > deadline:
+                metrics.session_busy_wait(started, acquired=False)
+                raise
+            waited = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
+            continue
+        if waited:
+            metrics.session_busy_wait(started, acquired=True)
+        return result

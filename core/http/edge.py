@@ -1,0 +1,221 @@
+"""The ASGI edge: one middleware around the whole application (the Channels
+consumers *and* Django), so every route gets the same treatment whatever
+serves it:
+
+* the request body is bounded before anything buffers it: a declared
+  `Content-Length` over the limit is answered 413 without reading the body;
+  a body that keeps coming (chunked, or lying about its length) is cut at the
+  limit — the application sees the client leave, the client gets 413;
+* the `Host` header is checked against ALLOWED_HOSTS as Django checks it
+  (the consumers never reach Django's check);
+* every response carries nosniff, X-Frame-Options and Referrer-Policy;
+* under `/api/` every error speaks the JSON error contract, also the ones
+  Django or ninja answer in HTML (405, CSRF's 403, a bad Host's 400).
+
+Under daphne the body limit is enforced earlier still, in the server
+(`server_guard`): daphne buffers a body whole before calling the
+application. This layer keeps the limit under any other ASGI server and in
+tests that call the application directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from core.errors import ApiError, ErrorCode
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# What a non-JSON error under /api/ becomes.
+STATUS_CODES = {
+    400: ErrorCode.MALFORMED_REQUEST,
+    403: ErrorCode.FORBIDDEN,
+    404: ErrorCode.NOT_FOUND,
+    405: ErrorCode.METHOD_NOT_ALLOWED,
+    408: ErrorCode.REQUEST_TIMEOUT,
+    413: ErrorCode.PAYLOAD_TOO_LARGE,
+    431: ErrorCode.HEADERS_TOO_LARGE,
+}
+
+
+def is_api(path: str) -> bool:
+    return path == "/api" or path.startswith("/api/")
+
+
+def error_body(status: int, code: str, message: str) -> bytes:
+    return json.dumps({"error": {"code": str(code), "message": message}}).encode()
+
+
+def header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value
+    return None
+
+
+def host_allowed(scope: Scope) -> bool:
+    """Django's rule (HttpRequest.get_host), for routes Django never sees."""
+    raw = header(scope, b"host")
+    if raw is None:
+        server = scope.get("server") or ("", None)
+        host = str(server[0] or "")
+    else:
+        try:
+            host = raw.decode("ascii")
+        except UnicodeDecodeError:
+            return False
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)
+
+
+def security_headers() -> list[tuple[bytes, bytes]]:
+    out = [(b"x-content-type-options", b"nosniff")]
+    if settings.X_FRAME_OPTIONS:
+        out.append((b"x-frame-options", settings.X_FRAME_OPTIONS.encode()))
+    if settings.SECURE_REFERRER_POLICY:
+        policy = settings.SECURE_REFERRER_POLICY
+        if not isinstance(policy, str):
+            policy = ",".join(policy)
+        out.append((b"referrer-policy", policy.encode()))
+    return out
+
+
+async def send_error(send: Send, status: int, code: str, message: str, extra=()) -> None:
+    body = error_body(status, code, message)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *security_headers(),
+                *extra,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class Edge:
+    def __init__(self, app: App, *, max_body_bytes: int | None = None) -> None:
+        self.app = app
+        self._max_body_bytes = max_body_bytes
+
+    @property
+    def max_body_bytes(self) -> int:
+        if self._max_body_bytes is not None:
+            return self._max_body_bytes
+        return settings.AGENT_MAX_BODY_BYTES
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        api = is_api(scope.get("path", ""))
+        limit = self.max_body_bytes
+
+        if api and not host_allowed(scope):
+            return await send_error(send, 400, ErrorCode.DISALLOWED_HOST, "this host name is not served here")
+        declared = header(scope, b"content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                return await send_error(send, 400, ErrorCode.MALFORMED_REQUEST, "Content-Length is not a number")
+            if int(declared) > limit:
+                return await send_error(
+                    send, 413, ErrorCode.PAYLOAD_TOO_LARGE, f"the request body is over {limit} bytes"
+                )
+
+        received = 0
+        too_large = False
+        started = False
+        # An HTML (or empty) error under /api/: its start is held back and its
+        # body swallowed, and the JSON contract goes out instead.
+        rewriting: Message | None = None
+
+        async def guarded_receive() -> Message:
+            nonlocal received, too_large
+            if too_large:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    # The application sees the client leave; the client gets 413.
+                    too_large = True
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started, rewriting
+            if message["type"] == "http.response.start":
+                started = True
+                status = message["status"]
+                headers = list(message.get("headers", ()))
+                names = {name.lower() for name, _ in headers}
+                headers += [(n, v) for n, v in security_headers() if n not in names]
+                if api and status >= 400 and not _is_json(headers):
+                    rewriting = {**message, "headers": headers}
+                    return
+                await send({**message, "headers": headers})
+                return
+            if rewriting is not None:
+                if message["type"] == "http.response.body" and not message.get("more_body", False):
+                    await _send_rewritten(send, rewriting)
+                return
+            await send(message)
+
+        await self.app(scope, guarded_receive, guarded_send)
+        if too_large and not started:
+            await send_error(send, 413, ErrorCode.PAYLOAD_TOO_LARGE, f"the request body is over {limit} bytes")
+
+
+def _is_json(headers: list[tuple[bytes, bytes]]) -> bool:
+    for name, value in headers:
+        if name.lower() == b"content-type":
+            return value.split(b";")[0].strip().lower() == b"application/json"
+    return False
+
+
+async def _send_rewritten(send: Send, start: Message) -> None:
+    status = start["status"]
+    code = STATUS_CODES.get(status, ErrorCode.INTERNAL_ERROR if status >= 500 else ErrorCode.MALFORMED_REQUEST)
+    message = _MESSAGES.get(status) or ApiError.default_message
+    kept = [
+        (name, value)
+        for name, value in start["headers"]
+        if name.lower() not in {b"content-type", b"content-length"}
+    ]
+    body = error_body(status, code, message)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *kept,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+_MESSAGES = {
+    400: "bad request",
+    403: "forbidden",
+    404: "no such endpoint",
+    405: "method not allowed on this endpoint",
+    500: "an unexpected error occurred",
+}

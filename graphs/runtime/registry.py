@@ -1,0 +1,142 @@
+"""The graphs sessions can run, registered by dotted path the way
+`langgraph.json` does it:
+
+    AGENT_GRAPHS="intake=graphs.intake.graph:build_intake_graph,booking=graphs.booking.graph:build_booking_graph"
+
+Each entry names a compiled LangGraph graph or a factory called with
+`model=` (the AGENT_MODEL chat model) and `checkpointer=`. The contract
+(README, "Bring your own graph"): the graph's state has a `messages` channel
+(`add_messages`); `fields` and `stage` channels, when present, carry the
+session's typed business fields; nothing else is asked of it. The setting is
+parsed in agentsite.settings (`AGENT_GRAPHS`, a dict name -> path).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.pregel import Pregel
+
+from graphs.runtime.chat_models import build_model
+
+# Channels the turn protocol fills from the session row and reads back.
+MESSAGES, FIELDS, STAGE, FORM, REJECTED = "messages", "fields", "stage", "form", "rejected"
+BUSINESS_CHANNELS = frozenset({FIELDS, STAGE, FORM, REJECTED})
+
+
+class UnknownGraph(LookupError):
+    pass
+
+
+def graph_names() -> list[str]:
+    return list(settings.AGENT_GRAPHS)
+
+
+def check_graph_name(name: str) -> str:
+    if name not in settings.AGENT_GRAPHS:
+        raise UnknownGraph(name)
+    return name
+
+
+def _load(name: str) -> Any:
+    path = settings.AGENT_GRAPHS[check_graph_name(name)]
+    module, _, attr = path.partition(":")
+    try:
+        return import_string(f"{module}.{attr}")
+    except ImportError as exc:
+        raise ImproperlyConfigured(f"AGENT_GRAPHS: {name}={path} cannot be imported: {exc}") from exc
+
+
+def build_graph(name: str, *, checkpointer: BaseCheckpointSaver | None) -> Pregel:
+    """A compiled graph for `name`, on `checkpointer`, checked against the contract."""
+    target = _load(name)
+    if isinstance(target, Pregel):
+        graph = target.copy(update={"checkpointer": checkpointer})
+    elif callable(target):
+        graph = target(model=build_model(), checkpointer=checkpointer)
+    else:
+        raise ImproperlyConfigured(f"AGENT_GRAPHS: {name} is neither a compiled graph nor a factory")
+    if not isinstance(graph, Pregel):
+        raise ImproperlyConfigured(f"AGENT_GRAPHS: the factory of {name} returned {type(graph).__name__}, not a compiled graph")
+    if MESSAGES not in graph.channels:
+        raise ImproperlyConfigured(
+            f"AGENT_GRAPHS: graph {name} has no `messages` channel; agentsite runs graphs "
+            "whose state has `messages: Annotated[list, add_messages]`"
+        )
+    return graph
+
+
+@dataclass(frozen=True)
+class GraphShape:
+    """What the runner needs to know of a graph: which of its channels it fills."""
+
+    input_channels: frozenset[str]
+    channels: frozenset[str]
+
+    @property
+    def has_fields(self) -> bool:
+        return FIELDS in self.channels
+
+
+def shape_of(graph: Pregel) -> GraphShape:
+    """The state channels a graph reads as input and keeps (a StateGraph's
+    schemas; LangGraph's own bookkeeping channels left out)."""
+    builder = getattr(graph, "builder", None)
+    schemas = getattr(builder, "schemas", None)
+    state = set(schemas[builder.state_schema]) if schemas else set()
+    inputs = set(schemas[builder.input_schema]) if schemas else state
+    if not state:  # not a StateGraph: its declared channels are the state
+        state = {c for c in graph.channels if not c.startswith(("__", "branch:"))}
+        inputs = state
+    return GraphShape(input_channels=frozenset(inputs), channels=frozenset(state))
+
+
+# Compiled graphs, one per (name, checkpointer): compiling per turn is wasted
+# work, and a checkpointer belongs to exactly one event loop.
+_compiled: "weakref.WeakKeyDictionary[BaseCheckpointSaver, dict[str, Pregel]]" = weakref.WeakKeyDictionary()
+
+
+def graph_for(name: str, checkpointer: BaseCheckpointSaver) -> Pregel:
+    graphs = _compiled.setdefault(checkpointer, {})
+    graph = graphs.get(name)
+    if graph is None:
+        graph = graphs[name] = build_graph(name, checkpointer=checkpointer)
+    return graph
+
+
+def describe(name: str) -> dict[str, Any]:
+    """Name and JSON Schemas of a registered graph (GET /api/graphs)."""
+    graph = build_graph(name, checkpointer=None)
+    doc = (getattr(_load(name), "__doc__", None) or "").strip().split("\n\n")[0]
+    return {
+        "name": name,
+        "description": " ".join(doc.split()),
+        "input_schema": _schema(graph.get_input_jsonschema),
+        "state_schema": _schema(graph.get_output_jsonschema),
+        "fields": FIELDS in graph.channels,
+    }
+
+
+def _schema(get) -> dict[str, Any]:
+    try:
+        return get()
+    except Exception as exc:  # a channel type pydantic cannot describe
+        return {"description": f"no JSON Schema: {type(exc).__name__}"}
+
+
+def check_registry() -> None:
+    """Start-up: every registered graph builds and keeps the contract, and
+    AGENT_GRAPH is one of them."""
+    if settings.AGENT_GRAPH not in settings.AGENT_GRAPHS:
+        raise ImproperlyConfigured(
+            f"AGENT_GRAPH={settings.AGENT_GRAPH!r} is not in AGENT_GRAPHS ({', '.join(graph_names())})"
+        )
+    for name in graph_names():
+        build_graph(name, checkpointer=None)
+

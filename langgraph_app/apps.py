@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class LanggraphAppConfig(AppConfig):
+    name = "langgraph_app"
+    verbose_name = "LangGraph Agent Protocol"

@@ -1,0 +1,155 @@
+"""The protocol's SSE endpoints, served by Channels consumers routed before
+Django (agentsite.routing), on the SSE transport /api/ uses:
+
+    POST /langgraph/threads/{thread_id}/runs/stream   start a run, stream it
+    POST /langgraph/runs/stream                       the same on a throwaway thread
+    GET  /langgraph/threads/{thread_id}/runs/{run_id}/stream   join a run (Last-Event-ID)
+
+Errors found before the stream starts are JSON `{"detail", "code"}` with
+their status; once it started, a failure is an `error` event.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+from core.asyncdb import db
+from core.errors import ApiError, InternalError, MethodNotAllowed, ValidationFailed
+from core.http.bodies import validate_body
+from core.http.sse import Headers, SseConsumer
+from sessions_app.selectors import check_session_key
+from turns_app import selectors
+from turns_app.events import replay_from
+from langgraph_app import runs
+from langgraph_app.auth import authenticate
+from langgraph_app.errors import encoded, run_not_found, status_of
+from langgraph_app.schemas import RunCreateStateful, RunCreateStateless, StreamMode
+from langgraph_app.stream import ProtocolEvent, parse_last_event_id, protocol_events
+from turns_app.services import turn_cancel
+
+logger = logging.getLogger(__name__)
+
+# LangGraph's server sends a heartbeat comment this often; the JS SDK's idle
+# watchdog reconnects after max(3 x interval, 6 s) of silence once armed.
+HEARTBEAT_SECONDS = 5.0
+STREAM_MODES = frozenset(StreamMode.__args__)
+TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+@dataclass
+class Plan:
+    events: AsyncIterator[ProtocolEvent]
+    headers: Headers = ()
+    # Called with whether the client read the stream to its end.
+    after: Callable[[bool], Awaitable[None]] | None = None
+
+
+class _ProtocolStream(SseConsumer):
+    method: str
+    keepalive_seconds = HEARTBEAT_SECONDS
+
+    async def send_error(self, error: ApiError, *, headers: Headers = ()) -> None:
+        await self.send_response(
+            status_of(error), encoded(error), headers=[(b"content-type", b"application/json"), *headers]
+        )
+
+    async def handle(self, body: bytes) -> None:
+        if self.scope["method"] != self.method:
+            return await self.send_error(MethodNotAllowed(f"use {self.method}"), headers=[(b"allow", self.method.encode())])
+        try:
+            plan = await self.plan(body, self.request_headers(), self.scope["url_route"]["kwargs"])
+        except ApiError as error:
+            return await self.send_error(error)
+        except Exception:
+            logger.exception("unhandled error on %s %s", self.scope["method"], self.scope["path"])
+            return await self.send_error(InternalError())
+        finished = await self.stream(plan.events, headers=plan.headers)
+        if plan.after is not None:
+            await plan.after(finished)
+
+    def query(self) -> dict[str, list[str]]:
+        return parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+
+    async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan:
+        raise NotImplementedError
+
+
+class RunStreamConsumer(_ProtocolStream):
+    """POST /langgraph/threads/{thread_id}/runs/stream and POST /langgraph/runs/stream"""
+
+    method = "POST"
+
+    async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan:
+        api_key = await authenticate(headers)
+        key = route.get("thread_id")
+        payload = validate_body(RunCreateStateless if key is None else RunCreateStateful, body)
+        run = await runs.start_run(
+            owner=api_key.owner, key=key, body=payload, idempotency_key=headers.get("idempotency-key")
+        )
+        run.finish_in_background()
+
+        async def after(finished: bool) -> None:
+            if not finished:
+                await run.client_gone()
+
+        events = protocol_events(run.events(), run.run_id, run.modes)
+        return Plan(events, run.headers(tail="stream"), after)
+
+
+def stream_modes_of(values: list[str]) -> list[str] | None:
+    """`stream_mode` as the SDKs send it in a query string: repeated keys
+    (Python), a JSON array (JS) or empty (None: the run's own modes)."""
+    modes: list[str] = []
+    for value in values:
+        value = value.strip()
+        if not value:
+            continue
+        if value.startswith("["):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                raise ValidationFailed("stream_mode must be a stream mode or a JSON array of them") from None
+            if not isinstance(parsed, list) or not all(isinstance(m, str) for m in parsed):
+                raise ValidationFailed("stream_mode must be a stream mode or a JSON array of them")
+            modes += parsed
+        else:
+            modes.append(value)
+    unknown = [m for m in modes if m not in STREAM_MODES]
+    if unknown:
+        raise ValidationFailed(f"stream_mode: {unknown[0][:40]!r} is not a stream mode")
+    return modes or None
+
+
+class JoinStreamConsumer(_ProtocolStream):
+    """GET /langgraph/threads/{thread_id}/runs/{run_id}/stream: a run's
+    stream after Last-Event-ID (-1 or none: from the start), live or from
+    the log, on any process, up to `end`/`error`."""
+
+    method = "GET"
+
+    async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan:
+        api_key = await authenticate(headers)
+        key = check_session_key(route["thread_id"])
+        run_id = runs.parse_run_id(route["run_id"])
+        after = parse_last_event_id(headers.get("last-event-id"))
+        query = self.query()
+        asked = stream_modes_of(query.get("stream_mode", []))
+        cancel_on_disconnect = (query.get("cancel_on_disconnect") or [""])[-1].strip().lower() in TRUE
+        try:
+            turn = await db(selectors.turn_of_owner, owner=api_key.owner, key=key, turn_id=run_id)
+        except ApiError:
+            raise run_not_found(run_id) from None
+        modes = asked or (turn.request.get("protocol") or {}).get("stream_mode") or ["values"]
+
+        async def after_stream(finished: bool) -> None:
+            if not finished and cancel_on_disconnect:
+                try:
+                    await db(turn_cancel, owner=api_key.owner, key=key, turn_id=run_id)
+                except ApiError:
+                    pass  # it finished first
+
+        return Plan(protocol_events(replay_from(run_id, after), run_id, modes), after=after_stream)

@@ -1,0 +1,86 @@
+"""The protocol's ids for our things: assistants are registered graphs,
+threads are session keys, runs are turn ids, and checkpoints are the
+committed states of a session's history.
+
+A checkpoint id names a state by (epoch, version, step), written as a UUID
+of fixed-width hex fields, so ids sort as text in the order the states were
+reached — useStream orders a thread's branches by comparing them as text.
+Steps: 0 is the start of the epoch; 2n-1 the state just before turn n's
+reply (its user message added), 2n the state after turn n.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from core.errors import ValidationFailed
+
+# LangGraph's server gives each graph a default assistant with this uuid5
+# namespace; clients that stored such an id keep working against us.
+ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+ASSISTANT_ID_MAX = 255
+_EPOCH_HEX, _VERSION_HEX, _STEP_HEX = 8, 12, 12
+
+
+class UnknownAssistant(ValidationFailed):
+    """422, worded as LangGraph's server words it: agent-chat-ui looks for
+    "Invalid assistant" in the message."""
+
+
+def assistant_id(graph: str) -> str:
+    return str(uuid.uuid5(ASSISTANT_NAMESPACE, graph))
+
+
+def graph_of_assistant(raw: Any) -> str:
+    """The registered graph an assistant id names: a graph name, or its
+    assistant UUID."""
+    if isinstance(raw, str) and len(raw) <= ASSISTANT_ID_MAX:
+        if raw in settings.AGENT_GRAPHS:
+            return raw
+        for graph in settings.AGENT_GRAPHS:
+            if assistant_id(graph) == raw.lower():
+                return graph
+    graphs = ", ".join(settings.AGENT_GRAPHS)
+    raise UnknownAssistant(
+        f"Invalid assistant: '{str(raw)[:ASSISTANT_ID_MAX]}'. Must be either:\n"
+        f"- A valid assistant UUID, or\n- One of the registered graphs: {graphs}"
+    )
+
+
+@dataclass(frozen=True, order=True)
+class CheckpointRef:
+    epoch: int
+    version: int
+    step: int
+
+    @property
+    def id(self) -> str:
+        digits = f"{self.epoch:0{_EPOCH_HEX}x}{self.version:0{_VERSION_HEX}x}{self.step:0{_STEP_HEX}x}"
+        return str(uuid.UUID(digits))
+
+    @property
+    def turn_number(self) -> int:
+        """The turn whose state this is (before its reply, or after it); 0: none."""
+        return (self.step + 1) // 2
+
+    @property
+    def before_reply(self) -> bool:
+        return self.step % 2 == 1
+
+
+def parse_checkpoint_id(raw: Any) -> CheckpointRef | None:
+    """None for anything that is not one of our ids."""
+    if not isinstance(raw, str) or len(raw) > 64:
+        return None
+    try:
+        digits = uuid.UUID(raw).hex
+    except ValueError:
+        return None
+    epoch = int(digits[:_EPOCH_HEX], 16)
+    version = int(digits[_EPOCH_HEX : _EPOCH_HEX + _VERSION_HEX], 16)
+    step = int(digits[_EPOCH_HEX + _VERSION_HEX :], 16)
+    return CheckpointRef(epoch, version, step) if epoch > 0 else None

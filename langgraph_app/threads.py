@@ -1,0 +1,296 @@
+"""Threads are sessions, checkpoints are committed states: the protocol's
+Thread, ThreadState and history, read from a session and its turns. Sync
+(ORM); async callers go through `core.asyncdb.db`.
+
+A session's history in the protocol's terms, per epoch: the start; for each
+finished turn, the state just before its reply (its user message added —
+what a regenerate starts from; a resume has none) and the state after it;
+and, when the session moved on without a turn (fields set, rewound), its
+current state on top of its head turn. Values are the graph's state:
+the conversation up to that turn, its other channels, and the business
+channels (`fields`, `stage`, `form`) the graph has.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+from langchain_core.messages import HumanMessage
+
+from graphs.runtime.registry import FIELDS, FORM, MESSAGES, STAGE, build_graph, shape_of
+from core.errors import SessionNotFound
+from sessions_app import selectors as sessions
+from turns_app.history import chain_messages
+from langgraph_app.errors import run_not_found, thread_not_found
+from langgraph_app.ids import CheckpointRef, assistant_id
+from turns_app.models import AgentTurn
+from turns_app.stream_parts import message_json
+
+if TYPE_CHECKING:
+    from sessions_app.models import AgentSession
+
+FINISHED = (AgentTurn.Status.COMMITTED, AgentTurn.Status.INTERRUPTED)
+SOURCE = {"start": "input", "input": "input", "after": "loop", "now": "update"}
+# The node LangGraph reports a paused run waiting in; the interrupt itself
+# does not say which node raised it, and reading the paused checkpoint
+# would cost a round trip per state.
+PAUSED_NODE = "__interrupt__"
+
+
+def thread_of(*, owner: str, key: str) -> AgentSession:
+    try:
+        return sessions.session_get(owner=owner, key=key)
+    except SessionNotFound:
+        raise thread_not_found(key) from None
+
+
+@functools.lru_cache(maxsize=64)
+def _channels(graph: str, path: str) -> frozenset[str]:
+    try:
+        return shape_of(build_graph(graph, checkpointer=None)).channels
+    except (ImproperlyConfigured, KeyError, LookupError):
+        return frozenset({MESSAGES})
+
+
+def channels_of(graph: str) -> frozenset[str]:
+    return _channels(graph, settings.AGENT_GRAPHS.get(graph, ""))
+
+
+def status_of(session: AgentSession) -> str:
+    """LangGraph's thread status. A failed run commits nothing, so the
+    thread stays where it was (`idle`, or `interrupted`); `error` never."""
+    if session.active_turn_id and session.lease_expires_at and session.lease_expires_at > timezone.now():
+        return "busy"
+    return "interrupted" if session.interrupt else "idle"
+
+
+def iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
+
+
+# --- states ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class State:
+    ref: CheckpointRef
+    kind: str  # start | input | after | now
+    turn: AgentTurn | None  # input/after: the turn; now: the head turn
+    parent: CheckpointRef | None
+    created_at: datetime | None
+
+
+def finished_turns(session: AgentSession) -> list[AgentTurn]:
+    return list(
+        AgentTurn.objects.filter(session=session, epoch=session.epoch, status__in=FINISHED)
+        .defer("messages", "result", "effects")
+        .order_by("number")
+    )
+
+
+def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
+    """Every state of the session's epoch, newest first (by checkpoint id)."""
+    epoch = session.epoch
+    by_id = {t.id: t for t in turns}
+    start = State(CheckpointRef(epoch, 0, 0), "start", None, None, session.created_at)
+
+    def after(turn_id: UUID | None) -> CheckpointRef:
+        turn = by_id.get(turn_id) if turn_id is not None else None
+        return CheckpointRef(epoch, turn.version, 2 * turn.number) if turn is not None else start.ref
+
+    found = [start]
+    for turn in turns:
+        parent = after(turn.parent_id)
+        if "resume" not in turn.request:
+            before_reply = State(CheckpointRef(epoch, turn.base_version, 2 * turn.number - 1), "input", turn, parent, turn.created_at)
+            found.append(before_reply)
+            parent = before_reply.ref
+        found.append(State(after(turn.id), "after", turn, parent, turn.finished_at))
+    head = after(session.head_turn_id)
+    if session.version != head.version:
+        head_turn = by_id.get(session.head_turn_id) if session.head_turn_id is not None else None
+        found.append(State(CheckpointRef(epoch, session.version, head.step), "now", head_turn, head, session.updated_at))
+    return sorted(found, key=lambda s: s.ref, reverse=True)
+
+
+def current_state(session: AgentSession, states: list[State]) -> State:
+    """The state the session is in now: the newest on its head."""
+    head = session.head_turn_id
+    for state in states:
+        if state.kind == "now" or (state.kind == "after" and state.turn.id == head) or (state.kind == "start" and head is None):
+            return state
+    raise AssertionError("a session always has a current state")
+
+
+def find_state(states: list[State], ref: CheckpointRef) -> State | None:
+    return next((s for s in states if s.ref == ref), None)
+
+
+def values_of(session: AgentSession, state: State, by_id: dict[UUID, AgentTurn]) -> dict[str, Any]:
+    """The graph's state at `state`, as the protocol's `values`."""
+    turn = state.turn
+    if state.kind == "input":
+        base = by_id.get(turn.parent_id) if turn.parent_id is not None else None
+        messages = _messages(base.id if base else None)
+        human = HumanMessage(content=turn.request.get("text", ""), id=f"{turn.id}:user")
+        messages.append(message_json(human))
+        fields, stage, other = _business(session, base)
+    elif state.kind == "now":
+        messages = _messages(turn.id if turn else None)
+        fields, stage, other = session.fields, session.stage, (turn.values if turn else {})
+    else:  # start, after
+        messages = _messages(turn.id if turn else None)
+        fields, stage, other = _business(session, turn)
+    channels = channels_of(session.graph)
+    values = {**(other or {}), MESSAGES: messages}
+    if FIELDS in channels:
+        values[FIELDS] = fields or {}
+    if STAGE in channels:
+        values[STAGE] = stage
+    if FORM in channels:
+        values[FORM] = session.form
+    return values
+
+
+def _business(session: AgentSession, turn: AgentTurn | None) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    if turn is None:
+        return {}, session.DEFAULT_STAGE, {}
+    return turn.fields or {}, turn.stage or session.DEFAULT_STAGE, turn.values or {}
+
+
+def _messages(turn_id: UUID | None) -> list[dict[str, Any]]:
+    out = []
+    for _, stored in chain_messages(turn_id):
+        data = dict(stored.get("data") or {})
+        data.setdefault("type", stored.get("type"))
+        out.append(data)
+    return out
+
+
+def _checkpoint(key: str, ref: CheckpointRef | None) -> dict[str, Any] | None:
+    if ref is None:
+        return None
+    return {"thread_id": key, "checkpoint_ns": "", "checkpoint_id": ref.id, "checkpoint_map": None}
+
+
+def _pending(session: AgentSession, state: State) -> list[dict[str, Any]]:
+    """The interrupts a state waits on: an interrupted turn's, or the
+    session's pending one for its current state."""
+    if state.kind == "after" and state.turn.status == AgentTurn.Status.INTERRUPTED:
+        return list(state.turn.interrupts or [])
+    if state.kind == "now" and session.interrupt:
+        return list(session.interrupt["interrupts"])
+    return []
+
+
+def state_json(session: AgentSession, state: State, by_id: dict[UUID, AgentTurn]) -> dict[str, Any]:
+    interrupts = _pending(session, state)
+    if interrupts:
+        waiting = state.turn.id if state.turn is not None else state.ref.id
+        next_nodes = [PAUSED_NODE]
+        tasks = [
+            {
+                "id": str(waiting), "name": PAUSED_NODE, "path": ["__pregel_pull", PAUSED_NODE], "error": None,
+                "interrupts": interrupts, "checkpoint": None, "state": None, "result": None,
+            }
+        ]
+    elif state.kind == "input":
+        next_nodes, tasks = ["__start__"], []
+    else:
+        next_nodes, tasks = [], []
+    metadata: dict[str, Any] = {
+        "source": SOURCE[state.kind],
+        "step": state.ref.step,
+        "graph_id": session.graph,
+        "assistant_id": assistant_id(session.graph),
+        "thread_id": session.key,
+        "parents": {},
+    }
+    if state.turn is not None:
+        metadata["run_id"] = str(state.turn.id)
+    return {
+        "values": values_of(session, state, by_id),
+        "next": next_nodes,
+        "tasks": tasks,
+        "checkpoint": _checkpoint(session.key, state.ref),
+        "parent_checkpoint": _checkpoint(session.key, state.parent),
+        "metadata": metadata,
+        "created_at": iso(state.created_at),
+        "interrupts": interrupts,
+    }
+
+
+# --- what the endpoints read ----------------------------------------------------------------------
+
+
+def thread_json(session: AgentSession, *, with_values: bool = True) -> dict[str, Any]:
+    values = None
+    if with_values:
+        turns = finished_turns(session)
+        state = current_state(session, states_of(session, turns))
+        values = values_of(session, state, {t.id: t for t in turns})
+    interrupts = {str(session.head_turn_id): session.interrupt["interrupts"]} if session.interrupt else {}
+    return {
+        "thread_id": session.key,
+        "created_at": iso(session.created_at),
+        "updated_at": iso(session.updated_at),
+        "state_updated_at": iso(session.updated_at),
+        "metadata": session.metadata,
+        "status": status_of(session),
+        "config": {},
+        "values": values,
+        "interrupts": interrupts,
+    }
+
+
+def thread_get(*, owner: str, key: str) -> dict[str, Any]:
+    return thread_json(thread_of(owner=owner, key=key))
+
+
+def thread_state(*, owner: str, key: str, ref: CheckpointRef | None = None) -> dict[str, Any]:
+    """The current state, or the one `ref` names (404 if the thread has no such state)."""
+    session = thread_of(owner=owner, key=key)
+    turns = finished_turns(session)
+    states = states_of(session, turns)
+    state = current_state(session, states) if ref is None else find_state(states, ref)
+    if state is None:
+        raise SessionNotFound(f"Thread {key} has no checkpoint {ref.id}")
+    return state_json(session, state, {t.id: t for t in turns})
+
+
+def thread_history(
+    *, owner: str, key: str, limit: int, before: CheckpointRef | None, metadata: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Newest first; values are built only for the states returned."""
+    session = thread_of(owner=owner, key=key)
+    turns = finished_turns(session)
+    by_id = {t.id: t for t in turns}
+    out = []
+    for state in states_of(session, turns):
+        if before is not None and not state.ref < before:
+            continue
+        rendered = state_json(session, state, by_id)
+        if metadata and any(rendered["metadata"].get(k) != v for k, v in metadata.items()):
+            continue
+        out.append(rendered)
+        if len(out) == limit:
+            break
+    return out
+
+
+def turn_values(*, owner: str, key: str, turn_id: UUID) -> dict[str, Any]:
+    """The state values just after a finished turn (a wait/join answer)."""
+    session = thread_of(owner=owner, key=key)
+    turns = finished_turns(session)
+    turn = next((t for t in turns if t.id == turn_id), None)
+    if turn is None:
+        raise run_not_found(turn_id)
+    state = State(CheckpointRef(turn.epoch, turn.version or 0, 2 * turn.number), "after", turn, None, turn.finished_at)
+    return values_of(session, state, {t.id: t for t in turns})
