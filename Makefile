@@ -1,4 +1,4 @@
-# agentsite — the commands README documents. Needs GNU make and Python 3.11.
+# agentsite — the commands docs/development.md documents ("Make targets"). Needs GNU make and Python 3.11.
 #
 #   make run            create/update .venv, migrate, serve on HOST:PORT (127.0.0.1:8000)
 #   make test           create/update .venv with test deps, run pytest PYTEST_ARGS

@@ -1,5 +1,5 @@
 """agentsite settings. Every knob comes from the environment with a safe local
-default; README's "Configuration" table lists them all."""
+default; docs/configuration.md's table lists them all."""
 
 from __future__ import annotations
 
@@ -171,9 +171,10 @@ DATABASE_URL_FORMS = (
     "(unset: the SQLite file data/agentsite.sqlite3)"
 )
 
-# Measured (FIELD-NOTES): Django's deferred transactions lose the write lock
-# race against the checkpointer's own connection; IMMEDIATE + WAL + a long
-# busy timeout made select_for_update blocks on SQLite reliable.
+# Measured (docs/field-notes.md, "SQLite shared by Django and aiosqlite"):
+# Django's deferred transactions lose the write lock race against the
+# checkpointer's own connection; IMMEDIATE + WAL + a long busy timeout made
+# select_for_update blocks on SQLite reliable.
 SQLITE_OPTIONS = {
     "init_command": (
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
@@ -188,7 +189,7 @@ def _masked(url: str) -> str:
 
 
 def _database_from_url(url: str) -> dict:
-    # No health check per checkout (a round trip on every step, issue 12):
+    # No health check per checkout (a round trip on every step; docs/scale.md, "Round trips"):
     # core.asyncdb.db retries a step whose connection died in the pool
     # before it did anything.
     try:

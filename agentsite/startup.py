@@ -134,6 +134,6 @@ def freeze_startup_heap() -> None:
     lives as long as the process: frozen, the cyclic collector stops walking
     it on every full collection, each of which cost 60 ms of CPU with the
     event loop stalled. Two daphne processes served 10% more turns/s
-    (issue 12)."""
+    (docs/scale.md, "CPU")."""
     gc.collect()
     gc.freeze()

@@ -1,7 +1,7 @@
 """Commits side by side: the same sequential load against daphne serving
 each given commit, in one run, interleaved rounds, medians.
 
-    .venv/bin/python -m bench.commits b22b693 5162b9f HEAD   # e.g. issue 11: the event log's cost
+    .venv/bin/python -m bench.commits b22b693 5162b9f HEAD   # e.g. the event log's cost
 
 Each commit is checked out into a temporary worktree and served by this
 checkout's .venv (their requirements must be installable into it), on a

@@ -10,7 +10,7 @@ agentsite runs as a real daphne process (DEBUG off) on PostgreSQL and on
 SQLite, driven over HTTP by a lean keep-alive client; the floor runs
 in-process (bench.floor), no HTTP. Every round runs every side; the table
 shows medians over rounds and the ratios agentsite ÷ floor against the
-targets of issue 12. CPU is the server process's (/proc), statements are
+targets in (docs/scale.md, "Targets"). CPU is the server process's (/proc), statements are
 what PostgreSQL logged for the benchmark's database (log_statement=all for
 a short counting pass, reset afterwards), the machine's load is printed
 with each round. Results also go to artifacts/bench.json.

@@ -73,7 +73,7 @@ def _call(fn: Callable[..., T], kwargs: dict[str, Any]) -> T:
             with connection.execute_wrapper(statements):
                 return fn(**kwargs)
         except Exception as exc:
-            # No health-check round trip per call (issue 12): a connection
+            # No health-check round trip per call (docs/scale.md, "Round trips"): a connection
             # that died while pooled (a database restart) fails its first
             # statement instead, and nothing was done yet, so the call is
             # made once more on a fresh one.
@@ -120,7 +120,7 @@ async def db(fn: Callable[..., T], /, **kwargs: Any) -> T:
     Its own threads, not the loop's default executor: database steps do not
     queue behind other blocking work. A plain executor hop, not
     `sync_to_async`: a turn may outlive the request whose thread that would
-    pin it to, and the hop is cheaper (FIELD-NOTES)."""
+    pin it to, and the hop is cheaper (docs/field-notes.md, "Async Django")."""
     context = contextvars.copy_context()
     try:
         return await asyncio.get_running_loop().run_in_executor(_executor(), context.run, _call, fn, kwargs)

@@ -38,7 +38,7 @@ def sqlite_lock_path(name: str | Path) -> Path:
 
 def postgres_conninfo(settings_dict: dict[str, Any]) -> str:
     # Built by hand: Django's get_connection_params() carries its sync cursor
-    # factory, which breaks the async saver (FIELD-NOTES).
+    # factory, which breaks the async saver (docs/field-notes.md, "Connections and lifetimes").
     from psycopg.conninfo import make_conninfo
 
     params = {

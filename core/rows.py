@@ -1,6 +1,6 @@
 """The turn's hot-path statements, written once per model and column list
-instead of built by the ORM on every call (issue 12: building a query cost
-more CPU than PostgreSQL took to run it).
+instead of built by the ORM on every call: building a query cost more CPU
+than PostgreSQL took to run it (docs/scale.md, "CPU").
 
 Values still go through each field's own `get_db_prep_save` / `pre_save`
 (JSON, UUIDs, `auto_now`) and rows come back through the backend's and the
@@ -255,8 +255,9 @@ def flushed_by_next_commit() -> list[Statement]:
     off` for this transaction only). It is visible to everyone at once, as
     any commit is; it is durable once the WAL writer flushes it (within
     3 × wal_writer_delay) or once any later synchronous commit does, since
-    WAL is flushed in order. Issue 12: the flush was a third of a claim's
-    time. SQLite: nothing (its durability is per connection)."""
+    WAL is flushed in order. The flush was a third of a claim's time
+    (docs/turn-protocol.md, "Claim durability on PostgreSQL"). SQLite:
+    nothing (its durability is per connection)."""
     if connection.vendor != "postgresql":
         return []
     return [("SET LOCAL synchronous_commit TO OFF", [])]
@@ -270,7 +271,8 @@ def _one_round_trip() -> bool:
 def _one_query(cursor: Any, statements: list[Statement]) -> str:
     """PostgreSQL: the statements as one query text, each bound on its own.
     psycopg remembers how to bind a query of at most 50 parameters; a whole
-    batch has more and would be parsed afresh every time (issue 12)."""
+    batch has more and would be parsed afresh every time (docs/scale.md,
+    "Round trips")."""
     return "; ".join(cursor.cursor.mogrify(sql, params) for sql, params in statements)
 
 

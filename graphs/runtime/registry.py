@@ -5,7 +5,7 @@
 
 Each entry names a compiled LangGraph graph or a factory called with
 `model=` (the AGENT_MODEL chat model) and `checkpointer=`. The contract
-(README, "Bring your own graph"): the graph's state has a `messages` channel
+(docs/graphs.md, "Bring your own graph"): the graph's state has a `messages` channel
 (`add_messages`); `fields` and `stage` channels, when present, carry the
 session's typed business fields; nothing else is asked of it. The setting is
 parsed in agentsite.settings (`AGENT_GRAPHS`, a dict name -> path).

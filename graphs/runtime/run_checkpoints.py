@@ -6,7 +6,7 @@ A turn's lasting state is its business rows (turns_app: the messages it
 added, the fields, the other channels), committed with the turn, so a run
 that finishes needs no checkpoint at all: serialising the whole conversation
 into one on every turn, and reading it back on the next, was most of a
-turn's cost (FIELD-NOTES, "Where a turn's time goes"). A run that calls
+turn's cost (docs/field-notes.md, "Where a turn's time goes"). A run that calls
 `interrupt()` must be resumable after a restart and from any process:
 `persist()` writes its checkpoint and pending writes to the durable saver
 before the turn commits, and a resume reads them back from there.
