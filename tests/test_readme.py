@@ -1,6 +1,6 @@
-"""README stays true: every error code a client can receive is in its error
-table, every setting the server reads from the environment is in its
-configuration table. Codes come from core/errors.py and from the string
+"""The docs stay true: every error code a client can receive is in the error
+table of docs/api.md, every setting the server reads from the environment is
+in the table of docs/configuration.md. Codes come from core/errors.py and from the string
 literals the apps pass as an error code (a turn aborted by the server, not by
 a request)."""
 
@@ -40,21 +40,21 @@ def proxy_codes() -> set[str]:
     return set(re.findall(r'"code": "(\w+)"', text))
 
 
-def readme_table(after: str) -> str:
-    """The first Markdown table in README at or after the text `after`."""
-    text = (ROOT / "README.md").read_text()
+def doc_table(doc: str, after: str) -> str:
+    """The first Markdown table in docs/`doc` at or after the text `after`."""
+    text = (ROOT / "docs" / doc).read_text()
     table = re.search(r"(^\|.*\|\n)+", text[text.index(after):], re.MULTILINE)
-    assert table, f"README's table after {after!r} is gone"
+    assert table, f"docs/{doc}'s table after {after!r} is gone"
     return table.group(0)
 
 
-def readme_error_table() -> str:
-    return readme_table("**Errors** are always")
+def error_table() -> str:
+    return doc_table("api.md", "**Errors** are always")
 
 
-def test_every_error_code_is_in_readmes_error_table():
+def test_every_error_code_is_in_the_api_docs_error_table():
     codes = {str(code) for code in ErrorCode} | literal_codes() | proxy_codes()
-    table = readme_error_table()
+    table = error_table()
     missing = sorted(code for code in codes if f"`{code}`" not in table)
     assert missing == []
 
@@ -74,9 +74,9 @@ def environment_settings() -> set[str]:
     return set(re.findall(r'(?:env_\w+\(\s*|os\.environ\.get\(|os\.environ\[)"([A-Z][A-Z0-9_]+)"', text))
 
 
-def test_every_environment_setting_is_in_readmes_configuration_table():
+def test_every_environment_setting_is_in_the_configuration_table():
     names = environment_settings()
     assert {"DATABASE_URL", "AGENT_MAX_BODY_BYTES", "LOG_FORMAT"} <= names  # the scan works
-    first_cells = {row.split("|")[1] for row in readme_table("| `DATABASE_URL` |").splitlines()}
+    first_cells = {row.split("|")[1] for row in doc_table("configuration.md", "| `DATABASE_URL` |").splitlines()}
     documented = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", cell)}
     assert sorted(names - documented) == []

@@ -1,11 +1,12 @@
-"""README's SSE example, run as printed on a fresh session against a real
-server (issue 10 item 5): the request is read from README's `curl` line,
-and the stream must match README's event block exactly — every id, event
-name and data line — except the turn id (README shows `3cd4ae23-…`) and the
-deltas README elides with its "…" line."""
+"""The SSE example of docs/api.md ("Streaming (SSE)"), run as printed on a
+fresh session against a real server: the request is read from the doc's
+`curl` line, and the stream must match the doc's event block exactly — every
+id, event name and data line — except the turn id (the doc shows
+`3cd4ae23-…`) and the deltas the doc elides with its "…" line."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shlex
@@ -18,13 +19,13 @@ from sessions_app.services import api_key_create
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 UUID_PLACEHOLDER = re.compile(r"[0-9a-f]{8}-…")
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
 def streaming_section() -> str:
-    text = README.read_text()
+    text = DOC.read_text()
     start = text.index("## Streaming (SSE)")
     return text[start : text.index("\n## ", start + 1)]
 
@@ -37,7 +38,7 @@ def readme_request(section: str) -> tuple[dict[str, str], str, dict[str, str], s
     words = shlex.split(" ".join(curl_lines))
     path = next(w for w in words if w.startswith("$API/")).removeprefix("$API")
     headers = {}
-    for flag, value in zip(words, words[1:]):
+    for flag, value in itertools.pairwise(words):
         if flag == "-H" and value != "$H":
             name, _, header_value = value.partition(": ")
             headers[name] = header_value
@@ -46,7 +47,7 @@ def readme_request(section: str) -> tuple[dict[str, str], str, dict[str, str], s
 
 
 def readme_events(section: str) -> tuple[list[str], list[str]]:
-    """The event blocks README prints before and after its elision line."""
+    """The event blocks the doc prints before and after its elision line."""
     block = re.search(r"```text\n(.*?)```", section, re.DOTALL).group(1)
     before, after, elided = [], [], False
     for chunk in block.strip().split("\n\n"):
@@ -58,12 +59,12 @@ def readme_events(section: str) -> tuple[list[str], list[str]]:
 
 
 def as_pattern(printed: str) -> re.Pattern[str]:
-    """README's event text, literally, with `xxxxxxxx-…` standing for a UUID."""
+    """The doc's event text, literally, with `xxxxxxxx-…` standing for a UUID."""
     parts = UUID_PLACEHOLDER.split(printed)
     return re.compile(UUID.join(re.escape(part) for part in parts))
 
 
-def test_readme_sse_example_reproduces_on_a_fresh_session(servers):
+def test_the_docs_sse_example_reproduces_on_a_fresh_session(servers):
     section = streaming_section()
     env, path, headers, body = readme_request(section)
     assert path == "/sessions/demo-2/turns/stream" and json.loads(body)["text"]
@@ -80,10 +81,10 @@ def test_readme_sse_example_reproduces_on_a_fresh_session(servers):
 
     before, after = readme_events(section)
     assert len(received) >= len(before) + len(after)
-    shown = list(zip(before, received[: len(before)])) + list(zip(after, received[-len(after):]))
+    shown = list(zip(before, received[: len(before)], strict=True)) + list(zip(after, received[-len(after):], strict=False))
     for printed, got in shown:
-        assert as_pattern(printed).fullmatch(got), f"README:\n{printed}\n\nserver:\n{got}"
-    # What README elides is deltas, with the ids in between.
+        assert as_pattern(printed).fullmatch(got), f"docs/api.md:\n{printed}\n\nserver:\n{got}"
+    # What the doc elides is deltas, with the ids in between.
     middle = received[len(before) : len(received) - len(after)]
     assert all("\nevent: delta\n" in chunk for chunk in middle), middle
     ids = [int(chunk.split("\n", 1)[0].removeprefix("id: ")) for chunk in received]
