@@ -3,6 +3,7 @@
 #   make run            create/update .venv, migrate, serve on HOST:PORT (127.0.0.1:8000)
 #   make test           create/update .venv with test deps, run pytest PYTEST_ARGS
 #   make test-postgres  the same against the local PostgreSQL (TEST_POSTGRES_URL)
+#   make lint           ruff check, ruff format --check and mypy (pyproject.toml); all three always run
 #   make migrate        apply migrations (business + checkpointer tables)
 #   make api-key NAME=alice   create an API key (printed once)
 #   make bench          agentsite vs bare LangGraph, side by side (BENCH_ARGS, e.g. --smoke)
@@ -31,10 +32,10 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 TEST_POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 
-.PHONY: help venv venv-dev run test test-postgres bench migrate api-key clean distclean data-dir
+.PHONY: help venv venv-dev run test test-postgres lint bench migrate api-key clean distclean data-dir
 
 help:
-	@sed -n '3,13s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
+	@sed -n '3,14s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
 
 # --- virtualenv ------------------------------------------------------------------
 
@@ -103,6 +104,17 @@ test: $(DEV_STAMP) data-dir
 # pytest-django creates (and drops) the test_postgres database itself.
 test-postgres:
 	@DATABASE_URL='$(TEST_POSTGRES_URL)' $(MAKE) --no-print-directory test
+
+# --- lint and types ------------------------------------------------------------
+
+# Each check runs even when one before it failed; the status is non-zero if any
+# did. mypy's Django plugin loads tests.settings, hence the data folder.
+lint: $(DEV_STAMP) data-dir
+	@rc=0; \
+	echo "$(VENV)/bin/ruff check ."; $(VENV)/bin/ruff check . || rc=1; \
+	echo "$(VENV)/bin/ruff format --check ."; $(VENV)/bin/ruff format --check . || rc=1; \
+	echo "$(VENV)/bin/mypy"; $(VENV)/bin/mypy || rc=1; \
+	exit $$rc
 
 # --- benchmark -------------------------------------------------------------------
 
