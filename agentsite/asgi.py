@@ -11,9 +11,9 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
-from django.core.exceptions import ImproperlyConfigured  # noqa: E402
+from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.cli import refuse_to_start  # noqa: E402
+from agentsite.cli import refuse_to_start
 
 try:
     import django
@@ -22,9 +22,9 @@ try:
 
     from django.conf import settings
 
-    from core.http import server_guard
     from agentsite.routing import build_application
     from agentsite.startup import freeze_startup_heap, prepare_serving
+    from core.http import server_guard
 
     prepare_serving()
     # Before daphne (or its runserver) builds its server: limits daphne lacks.

@@ -58,7 +58,7 @@ def main(argv: list[str]) -> None:
     try:
         from django.conf import settings
 
-        settings.INSTALLED_APPS  # settings from the environment are checked on first use
+        settings.INSTALLED_APPS  # noqa: B018  (settings from the environment are checked on first use)
         if command not in NO_DATABASE and "--help" not in argv and "-h" not in argv:
             # Before Django's own connection: its pool would wait 10 s and
             # then say only that it timed out.

@@ -4,8 +4,8 @@ default; docs/configuration.md's table lists them all."""
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url

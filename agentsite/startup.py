@@ -14,8 +14,6 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 
 from agentsite import graceful_stop
-from graphs.runtime.savers import close_savers
-from graphs.runtime.registry import check_registry
 from core.database import (
     explain_connect_error,
     is_postgres,
@@ -24,6 +22,8 @@ from core.database import (
     sqlite_lock_path,
 )
 from core.logs import route_daphne_access_log
+from graphs.runtime.registry import check_registry
+from graphs.runtime.savers import close_savers
 from turns_app.checkpoint_tables import schema_problem
 from turns_app.maintenance import maintenance
 from turns_app.services import turns_abort_pending
@@ -56,7 +56,7 @@ def lock_sqlite_file() -> None:
     global _lock_handle
     name = Path(connections[DEFAULT_DB_ALIAS].settings_dict["NAME"])
     lock_path = sqlite_lock_path(name)
-    handle = open(lock_path, "a+")
+    handle = open(lock_path, "a+")  # noqa: SIM115  (held, locked, for the process's whole life)
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -5,6 +5,7 @@ costs little of the machine the server shares."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
@@ -16,17 +17,15 @@ class Connection:
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def open(self) -> "Connection":
+    async def open(self) -> Connection:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         return self
 
     async def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-            try:
+            with contextlib.suppress(OSError):
                 await self.writer.wait_closed()
-            except OSError:
-                pass
 
     def _request(self, method: str, path: str, body: Any, headers: dict[str, str]) -> bytes:
         payload = json.dumps(body).encode() if body is not None else b""

@@ -37,7 +37,7 @@ class Served:
         self.database = f"agentsite_bench_commit_{uuid.uuid4().hex[:8]}"
         self.port = free_port()
 
-    def start(self) -> "Served":
+    def start(self) -> Served:
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{self.database}"')
         url = self.admin_url.rsplit("/", 1)[0] + f"/{self.database}"
@@ -51,7 +51,8 @@ class Served:
         made = subprocess.run([python, "manage.py", "create_api_key", "bench"], cwd=self.path, env=env,
                               check=True, capture_output=True, text=True)
         self.api_key = made.stdout.strip().splitlines()[-1]
-        self.log = open(Path(tempfile.gettempdir()) / f"bench-commit-{self.port}.log", "w")
+        # The server's stderr for its whole life: stop() closes it.
+        self.log = open(Path(tempfile.gettempdir()) / f"bench-commit-{self.port}.log", "w")  # noqa: SIM115
         self.process = subprocess.Popen([str(BIN / "daphne"), "-b", HOST, "-p", str(self.port), "agentsite.asgi:application"],
                                         cwd=self.path, env=env, stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.monotonic() + 30
@@ -67,6 +68,7 @@ class Served:
         if getattr(self, "process", None) is not None:
             self.process.terminate()
             self.process.wait(15)
+            self.log.close()
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
 
@@ -125,7 +127,8 @@ def main() -> int:
     print("| commit | SSE first delta ms | SSE done ms | JSON turns/s | server CPU ms/turn |\n|---|---|---|---|---|")
     for ref, rounds in results.items():
         m = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
-        print(f"| {ref} | {m['first_delta_ms']:.1f} | {m['done_ms']:.1f} | {m['turns_per_s']:.0f} | {m['cpu_ms_per_turn']:.1f} |")
+        cells = [ref, f"{m['first_delta_ms']:.1f}", f"{m['done_ms']:.1f}", f"{m['turns_per_s']:.0f}", f"{m['cpu_ms_per_turn']:.1f}"]
+        print(f"| {' | '.join(cells)} |")
     return 0
 
 

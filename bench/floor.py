@@ -35,8 +35,8 @@ async def open_graph(db: str):
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
-    from graphs.intake.offline import OfflineChatModel
     from bench.graphs import build_chat_graph
+    from graphs.intake.offline import OfflineChatModel
 
     pool = AsyncConnectionPool(
         db,

@@ -14,7 +14,7 @@ import uuid
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 

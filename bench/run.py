@@ -130,7 +130,7 @@ class Database:
     tmp: str | None = None
 
     @classmethod
-    def postgres(cls, admin_url: str, name: str) -> "Database":
+    def postgres(cls, admin_url: str, name: str) -> Database:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             conn.execute(f'CREATE DATABASE "{name}"')
@@ -138,7 +138,7 @@ class Database:
         return cls("postgresql", f"{base}/{name}", admin_url, name)
 
     @classmethod
-    def sqlite(cls) -> "Database":
+    def sqlite(cls) -> Database:
         tmp = tempfile.mkdtemp(prefix="agentsite-bench-")
         return cls("sqlite", f"sqlite:///{tmp}/bench.sqlite3", tmp=tmp)
 
@@ -168,7 +168,7 @@ class Server:
         self.log = log
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
                 [str(BIN / "daphne"), "-b", HOST, "-p", str(self.port), "agentsite.asgi:application"],
@@ -505,7 +505,7 @@ class StatementLog:
         self.admin_url, self.database, self.path = admin_url, database, postgres_log()
         self.offset = 0
 
-    def __enter__(self) -> "StatementLog":
+    def __enter__(self) -> StatementLog:
         if self.path is not None:
             self._set("all")
             self.offset = self._size()
@@ -561,11 +561,11 @@ async def count_agentsite_statements(server: Server, api_key: str, admin_url: st
         log.count()
         for i in range(turns):
             await chat(conn, f"count-fresh-{i}")
-        time.sleep(0.3)
+        await asyncio.sleep(0.3)
         fresh = log.count()
         for _ in range(turns):
             await chat(conn, "count-same")
-        time.sleep(0.3)
+        await asyncio.sleep(0.3)
         same = log.count()
     await conn.close()
     if fresh is not None:

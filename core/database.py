@@ -87,7 +87,7 @@ def explain_connect_error(exc: BaseException, settings_dict: dict[str, Any]) -> 
             f'PostgreSQL at {host}:{port} has no database "{name}": create it '
             f"(createdb -h {host} -p {port}{user_flag} {name}), then run `python manage.py migrate`."
         )
-    if "role" in lowered and "does not exist" in lowered or "authentication failed" in lowered:
+    if ("role" in lowered and "does not exist" in lowered) or "authentication failed" in lowered:
         return (
             f'PostgreSQL at {host}:{port} refused user "{user}" for database "{name}": {reason}. '
             "Check the user and password in DATABASE_URL."

@@ -18,7 +18,6 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from prometheus_client import Counter, Gauge, Histogram
 
-
 # Turns take seconds (a model call); first tokens come sooner.
 TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 FIRST_DELTA_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from functools import lru_cache
+from functools import cache
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
@@ -46,7 +46,7 @@ def _prep(fields: Sequence[Field], instance: Model, *, add: bool) -> list[Any]:
     return [field.get_db_prep_save(field.pre_save(instance, add), db) for field in fields]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _update_sql(vendor: str, model: type[Model], names: tuple[str, ...]) -> tuple[str, tuple[Field, ...]]:
     meta = model._meta
     fields = tuple(meta.get_field(n) for n in names)
@@ -101,7 +101,7 @@ def update(instance: Model, names: Sequence[str]) -> int:
         return cursor.rowcount
 
 
-@lru_cache(maxsize=None)
+@cache
 def _insert_into(vendor: str, model: type[Model]) -> tuple[str, str, tuple[Field, ...]]:
     """`INSERT INTO table (columns)`, one row's placeholders, and the fields
     they stand for (all but a primary key the database generates)."""
@@ -111,7 +111,7 @@ def _insert_into(vendor: str, model: type[Model]) -> tuple[str, str, tuple[Field
     return f"INSERT INTO {_quote(meta.db_table)} ({columns})", ", ".join(["%s"] * len(fields)), fields
 
 
-@lru_cache(maxsize=None)
+@cache
 def _insert_sql(
     vendor: str, model: type[Model], rows: int, ignore_conflicts: bool, where: str | None = None
 ) -> tuple[str, tuple[Field, ...]]:
@@ -179,7 +179,7 @@ def insert_if_statement(
     head, _, fields = _insert_into(connection.vendor, type(obj))
     expressions = expressions or {}
     values, row = [], []
-    for field, value in zip(fields, _prep(fields, obj, add=True)):
+    for field, value in zip(fields, _prep(fields, obj, add=True), strict=True):
         if field.attname in expressions:
             sql, sql_params = expressions[field.attname]
             values.append(sql)
@@ -231,7 +231,7 @@ def _converted(expression: Any) -> Callable[[Any], Any]:
     return convert
 
 
-@lru_cache(maxsize=None)
+@cache
 def _clock_for(vendor: str) -> tuple[str, Callable[[Any], Any]]:
     now_sql, now_params = Query(None).get_compiler(connection=connection).compile(Now())
     assert not now_params
@@ -357,7 +357,7 @@ class LockedRead:
             row = cursor.fetchone()
         if row is None:
             return None
-        converted = [convert(value) for value, convert in zip(row, converters)]
+        converted = [convert(value) for value, convert in zip(row, converters, strict=True)]
         instance = self.model.from_db(connection.alias, [f.attname for f in fields], converted[:-1])
         instance.db_now = converted[-1]
         return instance

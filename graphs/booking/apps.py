@@ -8,10 +8,10 @@ class BookingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from graphs.runtime import effects
-        from graphs.intake import offline
         from graphs.booking.offline import booking_answer
         from graphs.booking.tools import EFFECT, create_booking
+        from graphs.intake import offline
+        from graphs.runtime import effects
 
         effects.register(EFFECT, create_booking)
         offline.register_task("booking", booking_answer)

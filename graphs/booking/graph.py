@@ -25,13 +25,13 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
-from graphs.prompts import render_task
 from graphs.booking.tools import (
     BookingArgsError,
     book_table,
     check_availability,
     clean_args,
 )
+from graphs.prompts import render_task
 
 TASK_BOOKING = "booking"
 TOOLS = {t.name: t for t in (check_availability, book_table)}

@@ -15,9 +15,9 @@ from django.conf import settings
 from django.db.models import Sum
 from langchain_core.tools import tool
 
-from graphs.runtime import effects
 from core.asyncdb import db
 from graphs.booking.models import Booking
+from graphs.runtime import effects
 
 EFFECT = "booking.create"
 SEATS_PER_SLOT = 20

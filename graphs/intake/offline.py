@@ -88,7 +88,7 @@ class OfflineChatModel(BaseChatModel):
             await asyncio.sleep(self._answer_delay(answer))
         return ChatResult(generations=[ChatGeneration(message=_as_message(answer))])
 
-    def _answer_delay(self, answer: "str | AIMessage") -> float:
+    def _answer_delay(self, answer: str | AIMessage) -> float:
         return (len(_chunks(answer)) - 1) * self.token_delay_ms / 1000
 
     # _stream and _astream are twins: change both together.
@@ -121,11 +121,11 @@ class OfflineChatModel(BaseChatModel):
             yield chunk
 
 
-def _as_message(answer: "str | AIMessage") -> AIMessage:
+def _as_message(answer: str | AIMessage) -> AIMessage:
     return answer if isinstance(answer, AIMessage) else AIMessage(content=answer)
 
 
-def _chunks(answer: "str | AIMessage") -> list[ChatGenerationChunk]:
+def _chunks(answer: str | AIMessage) -> list[ChatGenerationChunk]:
     if isinstance(answer, AIMessage) and answer.tool_calls:
         calls = [
             {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
@@ -141,7 +141,7 @@ def _chunks(answer: "str | AIMessage") -> list[ChatGenerationChunk]:
     return chunks
 
 
-def respond(messages: list[BaseMessage]) -> "str | AIMessage":
+def respond(messages: list[BaseMessage]) -> str | AIMessage:
     system = next((m for m in messages if isinstance(m, SystemMessage)), None)
     parsed = parse_task(system.text) if system is not None else None
     if parsed is None:

@@ -14,8 +14,8 @@ from django.utils.module_loading import import_string
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
-from graphs.intake.offline import OfflineChatModel
 from core.metrics import MODEL_CALLS
+from graphs.intake.offline import OfflineChatModel
 
 
 def build_model(name: str | None = None) -> BaseChatModel:

@@ -99,7 +99,7 @@ def shape_of(graph: Pregel) -> GraphShape:
 
 # Compiled graphs, one per (name, checkpointer): compiling per turn is wasted
 # work, and a checkpointer belongs to exactly one event loop.
-_compiled: "weakref.WeakKeyDictionary[BaseCheckpointSaver, dict[str, Pregel]]" = weakref.WeakKeyDictionary()
+_compiled: weakref.WeakKeyDictionary[BaseCheckpointSaver, dict[str, Pregel]] = weakref.WeakKeyDictionary()
 
 
 def graph_for(name: str, checkpointer: BaseCheckpointSaver) -> Pregel:

@@ -35,10 +35,10 @@ class _LoopSavers:
     pool: Any = None  # PostgreSQL's connection pool, for its usage metrics
 
 
-_by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSavers]" = (
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSavers] = (
     weakref.WeakKeyDictionary()
 )
-_opening: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = (
+_opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
     weakref.WeakKeyDictionary()
 )
 
