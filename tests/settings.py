@@ -1,7 +1,8 @@
 """Settings for the test suite: the production settings plus the switches only
 tests may flip."""
 
-from agentsite.settings import *  # noqa: F401,F403
+from agentsite.settings import *  # noqa: F403
+from agentsite.settings import env_number
 
 # Fault-injection hooks (turns_app.faults) are reachable only when this is on.
 AGENT_FAULT_INJECTION = True

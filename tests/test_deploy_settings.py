@@ -65,7 +65,7 @@ def test_check_deploy_warns_when_https_is_off():
 
 
 @pytest.mark.parametrize(
-    ("raw", "expected"),
+    "raw, expected",
     [("X-Forwarded-Proto", ("HTTP_X_FORWARDED_PROTO", "https")), ("X-Scheme:on", ("HTTP_X_SCHEME", "on"))],
 )
 def test_proxy_ssl_header_from_the_environment(monkeypatch, raw, expected):

@@ -14,7 +14,7 @@ from django.test import AsyncClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentsite.routing import build_application
-from tests.conftest import Api
+from tests.fixtures.api import Api
 from tests.turns_app.test_sse_consumer import post, stream_events
 
 pytestmark = pytest.mark.django_db(transaction=True)

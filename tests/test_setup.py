@@ -8,63 +8,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
-import pytest
-from django.db import connection
-
-from core.database import is_postgres, postgres_conninfo
+from tests.fixtures.databases import run
 from turns_app.checkpoint_tables import POSTGRES_TABLES, SQLITE_TABLES
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def fresh_database_url(tmp_path):
-    """A DATABASE_URL for an empty database on the suite's backend."""
-    settings_dict = connection.settings_dict
-    if not is_postgres(settings_dict):
-        yield f"sqlite:///{tmp_path / 'fresh.sqlite3'}", tmp_path / "fresh.sqlite3"
-        return
-    import psycopg
-
-    name = f"agentsite_fresh_{uuid.uuid4().hex[:10]}"
-    admin = postgres_conninfo({**settings_dict, "NAME": "postgres"})
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    user = settings_dict.get("USER") or ""
-    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
-    host = settings_dict.get("HOST") or "127.0.0.1"
-    port = settings_dict.get("PORT") or 5432
-    auth = f"{user}{password}@" if user else ""
-    try:
-        yield f"postgres://{auth}{host}:{port}/{name}", name
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def run(args: list[str], database_url: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=ROOT,
-        env={
-            **os.environ,
-            "DATABASE_URL": database_url,
-            "DJANGO_SETTINGS_MODULE": "agentsite.settings",
-            **env,
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def table_names(database_url: str) -> set[str]:
     probe = run(
-        ["-c", "import django; django.setup(); from django.db import connection; "
-         "print(','.join(connection.introspection.table_names()))"],
+        ["-c", ("import django; django.setup(); from django.db import connection; "
+         "print(','.join(connection.introspection.table_names()))")],
         database_url,
     )
     assert probe.returncode == 0, probe.stderr
@@ -117,8 +72,8 @@ def test_checkpointer_tables_missing_refuses_to_start(fresh_database_url):
     url, _ = fresh_database_url
     assert run(["manage.py", "migrate", "--noinput"], url).returncode == 0
     drop = run(
-        ["-c", "import django; django.setup(); from django.db import connection; "
-         "c = connection.cursor(); c.execute('DROP TABLE checkpoints')"],
+        ["-c", ("import django; django.setup(); from django.db import connection; "
+         "c = connection.cursor(); c.execute('DROP TABLE checkpoints')")],
         url,
     )
     assert drop.returncode == 0, drop.stderr
@@ -161,19 +116,19 @@ def test_migrating_a_database_with_sessions_counts_each_owners_live_ones(fresh_d
     url, _ = fresh_database_url
     assert run(["manage.py", "migrate", "sessions_app", "0004", "--noinput"], url).returncode == 0
     setup = run(
-        ["-c", "import django; django.setup(); from django.utils import timezone; "
+        ["-c", ("import django; django.setup(); from django.utils import timezone; "
          "from sessions_app.models import AgentSession as S; "
          "[S.objects.create(owner='alice', key=f'a{i}') for i in range(3)]; "
          "S.objects.create(owner='bob', key='b'); "
-         "S.objects.create(owner='bob', key='gone', deleted_at=timezone.now())"],
+         "S.objects.create(owner='bob', key='gone', deleted_at=timezone.now())")],
         url,
     )
     assert setup.returncode == 0, setup.stderr
     assert run(["manage.py", "migrate", "--noinput"], url).returncode == 0
     probe = run(
-        ["-c", "import django; django.setup(); from sessions_app.models import AgentSession as S, "
+        ["-c", ("import django; django.setup(); from sessions_app.models import AgentSession as S, "
          "OwnerSessionCount as C; S.objects.create(owner='bob', key='new'); "
-         "print(sorted(C.objects.values_list('owner', 'live')))"],
+         "print(sorted(C.objects.values_list('owner', 'live')))")],
         url,
     )
     assert probe.returncode == 0, probe.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from tests.test_setup import fresh_database_url, run  # noqa: F401  (fixture)
+from tests.fixtures.databases import run
 
 # "A few seconds": the pool behind Django's connection alone waits 10 s.
 PROMPT_SECONDS = 4.0

@@ -12,7 +12,9 @@ from django.urls import reverse
 
 from turns_app.checkpoint_tables import checkpoint_tables
 from sessions_app.models import AgentSession
-from tests.conftest import Api, pause_booking, run_in_new_loop
+from tests.fixtures.api import Api
+from tests.fixtures.runners import run_in_new_loop
+from tests.fixtures.turns import pause_booking
 
 CONVERSATION = [
     "name: Ada Lovelace",

@@ -12,7 +12,7 @@ from core.errors import StaleTurn, Unauthorized
 from sessions_app.models import AgentSession, ApiKey
 from sessions_app.services import api_key_authenticate
 from tests.admin.conftest import admin_url, chat, checkpoint_rows, paused_session, session_with_turns
-from tests.conftest import make_outcome
+from tests.fixtures.turns import make_outcome
 from turns_app.models import AgentTurn
 from turns_app.services import turn_claim, turn_commit
 

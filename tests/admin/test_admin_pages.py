@@ -13,7 +13,7 @@ from django.utils.html import escape
 from sessions_app.models import ApiKey
 from sessions_app.services import session_create, session_delete
 from tests.admin.conftest import admin_url, chat, checkpoint_rows, session_with_turns
-from tests.conftest import transcript_of
+from tests.fixtures.turns import transcript_of
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,8 +11,8 @@ import time
 import psycopg_pool
 import pytest
 
-from graphs.runtime import savers
 from core.database import CONNECT_TIMEOUT_SECONDS
+from graphs.runtime import savers
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ TODAY = dt.date(2026, 11, 30)
 
 @pytest.mark.parametrize("asked", [None, "name", "email", "topic"])
 @pytest.mark.parametrize(
-    ("text", "expected"),
+    "text, expected",
     [
         ("Hi! My name is Ada Lovelace", {"name": "Ada Lovelace"}),
         ("I'm Ada", {"name": "Ada"}),

@@ -4,6 +4,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -12,10 +13,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.runtime.chat_models import build_model
-from graphs.intake.offline import OfflineChatModel, respond
-from graphs.runtime.registry import UnknownGraph, build_graph
 from graphs.intake.form_spec import DEFAULT_FORM, form_to_json
+from graphs.intake.offline import OfflineChatModel, respond
+from graphs.runtime.chat_models import build_model
+from graphs.runtime.registry import UnknownGraph, build_graph
 
 
 def test_offline_model_takes_its_delay_from_settings(settings):
@@ -60,7 +61,7 @@ class FakeOpenAIHandler(BaseHTTPRequestHandler):
     a real LLM that follows the prompts, tool calls included."""
 
     # Whether each request asked for a stream (streamed turns do; JSON turns do not).
-    streamed: list[bool] = []
+    streamed: ClassVar[list[bool]] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -194,7 +195,7 @@ async def test_an_openai_provider_runs_the_booking_graph_with_tool_calls(fake_op
     """The booking graph on a real provider client (ChatOpenAI) against an
     OpenAI-compatible server: tool calls, the approval pause and the commit."""
     from graphs.booking.models import Booking
-    from tests.conftest import orm
+    from tests.fixtures.runners import orm
 
     settings.AGENT_MODEL = "openai:gpt-4o-mini"
     FakeOpenAIHandler.streamed.clear()

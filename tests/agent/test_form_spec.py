@@ -23,7 +23,7 @@ TOPIC = spec("enum", enum=["general", "Booking"])
 
 
 @pytest.mark.parametrize(
-    ("field", "raw", "expected"),
+    "field, raw, expected",
     [
         (spec("string"), "  Ada Lovelace ", "Ada Lovelace"),
         (spec("string"), 5551234, "5551234"),
@@ -53,7 +53,7 @@ def test_coerce_valid(field, raw, expected):
 
 
 @pytest.mark.parametrize(
-    ("field", "raw"),
+    "field, raw",
     [
         (spec("string"), ""),
         (spec("string"), "   "),
@@ -107,7 +107,7 @@ def test_none_unsets_any_field(type_):
 
 
 @pytest.mark.parametrize(
-    ("raw", "needle"),
+    "raw, needle",
     [
         ("not a list", "must be a list"),
         ([], "at least one field"),

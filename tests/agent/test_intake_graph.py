@@ -8,9 +8,9 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
+from graphs.intake.form_spec import DEFAULT_FORM, form_to_json
 from graphs.intake.graph import build_intake_graph, parse_json_object
 from graphs.intake.offline import OfflineChatModel
-from graphs.intake.form_spec import DEFAULT_FORM, form_to_json
 
 
 def new_state(**overrides) -> dict[str, Any]:
@@ -61,7 +61,7 @@ async def test_full_conversation_fills_the_default_form(graph):
     ]
     state = new_state()
     for text, changes, reply, asked in script:
-        values, chunks = await run_turn(graph, state, text)
+        values, _chunks = await run_turn(graph, state, text)
         assert values["field_changes"] == changes
         assert values["rejected"] == []
         assert values["asked_field"] == asked
@@ -87,7 +87,7 @@ async def test_full_conversation_fills_the_default_form(graph):
 
 
 @pytest.mark.parametrize(
-    ("asked", "text", "field", "needle"),
+    "asked, text, field, needle",
     [
         ("preferred_date", "32/13/2024", "preferred_date", "Sorry, 32/13/2024 is not a valid preferred date"),
         ("preferred_date", "2024-02-30", "preferred_date", "not a real calendar date"),
@@ -175,8 +175,8 @@ async def test_provider_style_scripted_model():
     model = GenericFakeChatModel(
         messages=iter(
             [
-                'Here you go:\n```json\n'
-                '{"name": "Ada", "party_size": "4", "colour": "red", "phone": null}\n```',
+                ('Here you go:\n```json\n'
+                '{"name": "Ada", "party_size": "4", "colour": "red", "phone": null}\n```'),
                 "Nice to meet you, Ada! What is your email address?",
                 "I could not find any values, sorry.",
                 "What is your email address?",
@@ -198,7 +198,7 @@ async def test_provider_style_scripted_model():
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"),
+    "text, expected",
     [
         ('{"a": 1}', {"a": 1}),
         ('```json\n{"a": 1}\n```', {"a": 1}),

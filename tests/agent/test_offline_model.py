@@ -1,12 +1,13 @@
+import itertools
 import json
 import time
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from graphs.intake.form_spec import DEFAULT_FORM, form_to_json
 from graphs.intake.offline import FALLBACK_REPLY, OfflineChatModel, extract_values
 from graphs.prompts import TASK_EXTRACT, TASK_REPLY, parse_task, render_task
-from graphs.intake.form_spec import DEFAULT_FORM, form_to_json
 
 FORM = form_to_json(DEFAULT_FORM)
 EXTRA_FORM = [
@@ -71,7 +72,7 @@ async def test_token_delay_spreads_arrival():
     async for _ in model.astream(reply_prompt()):
         arrivals.append(time.monotonic())
     assert len(arrivals) == 13
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     assert min(gaps) >= 0.025
     assert arrivals[-1] - arrivals[0] >= 12 * 0.025
 
@@ -104,7 +105,7 @@ def test_extract_through_the_model():
 
 
 @pytest.mark.parametrize(
-    ("asked", "fields", "text", "expected"),
+    "asked, fields, text, expected",
     [
         # explicit patterns win, by name with underscores or spaces, any case
         (
@@ -145,7 +146,7 @@ def test_extract_rules_on_default_form(asked, fields, text, expected):
 
 
 @pytest.mark.parametrize(
-    ("asked", "fields", "text", "expected"),
+    "asked, fields, text, expected",
     [
         ("adults", {}, "2 adults and 1 child", {"adults": "2"}),
         ("budget", {}, "about 1500.50 euros", {"budget": "1500.50"}),
@@ -182,7 +183,7 @@ def test_reply_thanks_in_chat_mode_and_only_asks_in_form_mode():
 
 
 def test_reply_greets_only_on_the_first_turn():
-    later = reply_prompt() + [AIMessage("Hello! ..."), HumanMessage("hmm")]
+    later = [*reply_prompt(), AIMessage("Hello! ..."), HumanMessage("hmm")]
     assert OfflineChatModel().invoke(later).content == "Thanks! What is your full name?"
 
 

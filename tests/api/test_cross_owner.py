@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sessions_app.models import AgentSession
-from tests.conftest import orm
+from tests.fixtures.runners import orm
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,7 +13,7 @@ import pytest
 
 from agentsite.routing import build_application
 from sessions_app.models import AgentSession
-from tests.conftest import orm
+from tests.fixtures.runners import orm
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)

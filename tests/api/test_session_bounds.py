@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from sessions_app.models import AgentSession
 from tests.api.test_bad_input import assert_error, state
-from tests.conftest import orm
+from tests.fixtures.runners import orm
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from sessions_app.models import AgentSession
-from tests.conftest import Api, orm
+from tests.fixtures.api import Api
+from tests.fixtures.runners import orm
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Api
+from tests.fixtures.api import Api
 from langgraph_app.api import api as protocol_api
 
 SPEC = json.loads((Path(__file__).parent / "spec" / "langgraph-platform-openapi.json").read_text())

@@ -15,7 +15,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from sessions_app.models import AgentSession
-from tests.conftest import orm
+from tests.fixtures.runners import orm
 from turns_app.models import AgentTurn, AgentTurnEvent
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]

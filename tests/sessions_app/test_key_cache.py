@@ -12,7 +12,7 @@ from django.utils import timezone
 from sessions_app import key_cache
 from sessions_app.models import ApiKey
 from sessions_app.services import api_key_create, api_key_revoke
-from tests.conftest import orm
+from tests.fixtures.runners import orm
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

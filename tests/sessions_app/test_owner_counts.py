@@ -51,7 +51,7 @@ def test_the_count_follows_every_way_a_session_comes_and_goes():
 
 def test_a_rolled_back_create_is_not_counted():
     session_create(owner="alice", key="kept")
-    with pytest.raises(RuntimeError), transaction.atomic():
+    with pytest.raises(RuntimeError), transaction.atomic():  # noqa: PT012  (the raise is what rolls the create back)
         AgentSession.objects.create(owner="alice", key="gone")
         raise RuntimeError("rolled back")
     assert counted() == live() == {"alice": 1}
@@ -61,9 +61,8 @@ def test_the_quota_reads_the_owners_count_not_their_sessions(settings):
     settings.AGENT_MAX_SESSIONS_PER_OWNER = 2
     for key in ("a", "b"):
         chat("alice", key)
-    with CaptureQueriesContext(connection) as queries:
-        with pytest.raises(TooManySessions):
-            chat("alice", "c")
+    with CaptureQueriesContext(connection) as queries, pytest.raises(TooManySessions):
+        chat("alice", "c")
     sql = " ".join(q["sql"] for q in queries.captured_queries)
     assert '"agent_owner_sessions"' in sql and "COUNT(" not in sql.upper(), sql
     assert live() == {"alice": 2}

@@ -1,5 +1,4 @@
 from tests.system import report
-from tests.system.server import servers  # noqa: F401  (the fixture, for every system test)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -75,7 +75,7 @@ class Nginx:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "Nginx":
+    def start(self) -> Nginx:
         binary = nginx_binary()
         check = subprocess.run(
             [binary, "-t", "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")],
@@ -93,7 +93,7 @@ class Nginx:
                 return self
             except OSError:
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"nginx exited: {self.process.stderr.read().decode()}")
+                    raise RuntimeError(f"nginx exited: {self.process.stderr.read().decode()}") from None
                 time.sleep(0.05)
         raise RuntimeError("nginx did not listen within 10 s")
 

@@ -95,7 +95,7 @@ class Server:
             ]
         return [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{self.port}"]
 
-    def start(self, timeout: float = STARTUP_SECONDS) -> "Server":
+    def start(self, timeout: float = STARTUP_SECONDS) -> Server:
         assert self.process is None or self.process.poll() is not None, "already running"
         with open(self.log_path, "ab") as log:
             log.write(f"--- {' '.join(self.command())}\n".encode())
@@ -141,7 +141,7 @@ class Server:
         self.process.kill()
         self.process.wait(STOP_SECONDS)
 
-    def restart(self, *, kill: bool = False, **env: str) -> "Server":
+    def restart(self, *, kill: bool = False, **env: str) -> Server:
         """Stop (or kill) and start again on the same port, with `env` added."""
         if kill:
             self.kill()

@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -28,8 +29,8 @@ APPROVE = {"resume": {"action": "approve"}}
 class Reservations(BaseHTTPRequestHandler):
     """A fake outside reservation service that deduplicates on Idempotency-Key."""
 
-    seen: list[str] = []
-    performed: dict[str, str] = {}
+    seen: ClassVar[list[str]] = []
+    performed: ClassVar[dict[str, str]] = {}
     lock = threading.Lock()
 
     def do_POST(self) -> None:

@@ -33,14 +33,13 @@ import pytest
 from django.db import connection
 from httpx_sse import ServerSentEvent, connect_sse
 
-from graphs.booking.models import Booking
 from core.database import is_postgres
-from turns_app import history
-from turns_app.checkpoint_tables import checkpoint_tables
+from graphs.booking.models import Booking
 from sessions_app.models import AgentSession
 from tests.system import report
 from tests.system.server import ROOT, Server
-from turns_app import faults
+from turns_app import faults, history
+from turns_app.checkpoint_tables import checkpoint_tables
 from turns_app.models import AgentTurn
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
@@ -63,7 +62,7 @@ def on_postgres() -> bool:
 
 
 @pytest.fixture
-def launch(servers) -> Iterator[Callable[..., Server]]:  # noqa: F811
+def launch(servers) -> Iterator[Callable[..., Server]]:
     """`servers`, plus: every process is gone at the end (asserted), and the
     SQLite `.lock` file agentsite.startup leaves behind is removed once no
     process holds it."""
@@ -434,9 +433,8 @@ def test_crash_mid_stream(launch, alice):
     before_messages = transcript(session_row())
 
     server.restart(AGENT_FAULT_POINT="mid_stream", AGENT_FAULT_ACTION="kill")
-    with client_of(server, alice) as client:
-        with pytest.raises(httpx.TransportError) as info:
-            read_stream(client, "Ada Lovelace")
+    with client_of(server, alice) as client, pytest.raises(httpx.TransportError) as info:
+        read_stream(client, "Ada Lovelace")
     assert not isinstance(info.value, httpx.TimeoutException)
     crashed_at = assert_killed(server)
     seen = names(info.value.events)
@@ -500,9 +498,8 @@ def test_lease_expiry_after_a_dead_process(launch, alice):
             server.kill()
             killed.append(time.monotonic())
 
-    with client_of(server, alice) as client:
-        with pytest.raises(httpx.TransportError):
-            read_stream(client, "hello, I would like to book a table", on_event=kill_on_first_delta)
+    with client_of(server, alice) as client, pytest.raises(httpx.TransportError):
+        read_stream(client, "hello, I would like to book a table", on_event=kill_on_first_delta)
     assert killed, "the turn never streamed a delta"
     crashed_at = killed[0]
     assert server.process.returncode == -signal.SIGKILL
@@ -654,8 +651,8 @@ def test_fault_hit_is_a_no_op_unless_test_settings_enable_it(settings, monkeypat
     # And the environment cannot switch it on in production settings.
     probe = subprocess.run(
         [sys.executable, "-c",
-         "import django; django.setup(); from django.conf import settings; "
-         "from turns_app import faults; print(settings.AGENT_FAULT_INJECTION, faults.enabled())"],
+         ("import django; django.setup(); from django.conf import settings; "
+         "from turns_app import faults; print(settings.AGENT_FAULT_INJECTION, faults.enabled())")],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "agentsite.settings",
              "AGENT_FAULT_INJECTION": "true", "AGENT_FAULT_POINT": "before_commit"},

@@ -11,7 +11,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import claim_turn, run_in_new_loop
+from tests.fixtures.runners import run_in_new_loop
+from tests.fixtures.turns import claim_turn
 from turns_app.models import AgentTurn
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]

@@ -15,7 +15,6 @@ import time
 import httpx
 import pytest
 
-from tests.scratch_postgres import scratch_postgres  # noqa: F401 (fixture)
 from tests.system.server import ROOT
 
 pytestmark = pytest.mark.system
@@ -34,7 +33,7 @@ def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 
 def test_twenty_sessions_move_from_sqlite_to_postgres_mid_conversation(
-    servers, scratch_postgres, tmp_path  # noqa: F811
+    servers, scratch_postgres, tmp_path
 ):
     sqlite_url = f"sqlite:///{tmp_path / 'agentsite.sqlite3'}"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": sqlite_url}

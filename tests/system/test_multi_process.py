@@ -15,7 +15,9 @@ was committed, and every turn a client saw acknowledged must be in it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
+import itertools
 import json
 import os
 import signal
@@ -361,7 +363,7 @@ def test_two_servers_share_sessions_serially(servers, alice):
     for key in keys:
         rows = AgentTurn.objects.filter(session__key=key, status=AgentTurn.Status.COMMITTED)
         order = [served_by[str(r.id)] for r in sorted(rows, key=lambda r: r.base_version)]
-        handoffs += sum(a != b for a, b in zip(order, order[1:]))
+        handoffs += sum(a != b for a, b in itertools.pairwise(order))
     spans = [(t.session, a.started, a.ended) for t in turns for a in t.attempts]
     # The most requests in flight on one session at one instant.
     overlap = max(
@@ -508,7 +510,7 @@ def test_postgres_outage_mid_load(servers, alice):
     async def orchestrate(admin: psycopg.Connection) -> None:
         async with new_client(10) as client:
             # Load first: some committed turns, and the server's pools open.
-            while sum(t.acked is not None for t in turns) < 10:
+            while sum(t.acked is not None for t in turns) < 10:  # noqa: ASYNC110  (other tasks' counts)
                 await asyncio.sleep(0.05)
             facts["backends_before"] = await asyncio.to_thread(
                 server_backends, admin, database, application_name
@@ -678,10 +680,8 @@ class ReloadingRunserver(Server):
         if self.process is None or self.process.poll() is not None:
             return
         for child in children_of(self.process.pid):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(child, sig)
-            except ProcessLookupError:
-                pass
 
     def stop(self, timeout: float = STOP_SECONDS) -> None:
         self._end_children(signal.SIGTERM)

@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 from sessions_app.services import api_key_create
-from tests.system.nginx import nginx_in_front  # noqa: F401  (fixture)
 from tests.system.server import free_port
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]

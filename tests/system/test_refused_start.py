@@ -13,8 +13,8 @@ import time
 
 import pytest
 
+from tests.fixtures.databases import run
 from tests.system.server import BIN, ROOT, free_port
-from tests.test_setup import fresh_database_url, run  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.system
 
@@ -50,7 +50,7 @@ def assert_refused(result: subprocess.CompletedProcess, reason: str) -> None:
     assert "Traceback" not in output, output
     # make adds its own "make: *** … Error 1" ("make[1]: …" under another
     # make, as in `make test`) after the program's last line.
-    lines = [l for l in result.stderr.splitlines() if l.strip() and not MAKE_STATUS.match(l)]
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not MAKE_STATUS.match(line)]
     assert lines and lines[-1].startswith("agentsite: cannot start: "), output
     assert reason in lines[-1], lines[-1]
 
@@ -67,8 +67,8 @@ def test_missing_checkpointer_tables(kind, fresh_database_url):
     url, _ = fresh_database_url
     assert run(["manage.py", "migrate", "--noinput"], url).returncode == 0
     drop = run(
-        ["-c", "import django; django.setup(); from django.db import connection; "
-         "connection.cursor().execute('DROP TABLE checkpoints')"],
+        ["-c", ("import django; django.setup(); from django.db import connection; "
+         "connection.cursor().execute('DROP TABLE checkpoints')")],
         url,
     )
     assert drop.returncode == 0, drop.stderr
@@ -89,7 +89,7 @@ def test_a_second_server_on_one_sqlite_file(kind, tmp_path):
     )
     try:
         assert first.stdout.readline().strip() == "up"
-        result, took = start_refused(kind, url)
+        result, _took = start_refused(kind, url)
         assert_refused(result, f"(pid {first.pid}) is already serving")
     finally:
         first.stdin.close()

@@ -13,7 +13,6 @@ import httpx
 import pytest
 from httpx_sse import ServerSentEvent, aconnect_sse
 
-
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
 
 TOKEN_DELAY_MS = 30
@@ -72,7 +71,7 @@ async def test_deltas_arrive_before_the_turn_ends(servers, alice, kind):
     assert got.headers["content-type"] == "text/event-stream"
     assert got.headers["cache-control"] == "no-cache"
     assert got.headers["x-accel-buffering"] == "no"
-    assert [e.event for _, e in got.events][0] == "turn" and got.events[-1][1].event == "done"
+    assert [e.event for _, e in got.events][0] == "turn" and got.events[-1][1].event == "done"  # noqa: RUF015  (an assertion, kept as written)
 
     deltas = [at for at, e in got.events if e.event == "delta"]
     done_at = got.events[-1][0]
@@ -99,7 +98,7 @@ async def test_ten_concurrent_streams_on_ten_sessions(servers, alice):
         infos = [
             (await client.get(f"/api/sessions/s{i}", headers=auth(alice))).json() for i in range(10)
         ]
-    for got, info in zip(results, infos):
+    for got, info in zip(results, infos, strict=True):
         assert got.status == 200, (got.error, server.log_text())
         assert got.done["version"] == info["version"] == 1
 

@@ -15,9 +15,9 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
-from graphs.runtime.savers import get_saver
 from core.database import is_postgres
-from tests.conftest import orm
+from graphs.runtime.savers import get_saver
+from tests.fixtures.runners import orm
 from turns_app.checkpoint_tables import (
     POSTGRES_MIGRATIONS_TABLE,
     checkpoint_tables,

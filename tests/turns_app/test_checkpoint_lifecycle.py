@@ -15,7 +15,8 @@ from django.db import connection
 from django.utils import timezone
 
 from sessions_app.models import AgentSession
-from tests.conftest import claim_turn, orm, pause_booking
+from tests.fixtures.runners import orm
+from tests.fixtures.turns import claim_turn, pause_booking
 from turns_app.checkpoint_tables import checkpoint_tables
 from turns_app.models import AgentTurn
 

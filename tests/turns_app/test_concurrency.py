@@ -12,10 +12,11 @@ import pytest
 from core.errors import SessionBusy, VersionConflict
 from sessions_app.models import AgentSession
 from sessions_app.services import session_set_fields
-from tests.conftest import transcript_of, orm, run_in_new_loop
+from tests.fixtures.runners import orm, run_in_new_loop
+from tests.fixtures.turns import transcript_of
+from turns_app.execution import await_turn, start_turn
 from turns_app.models import AgentTurn
 from turns_app.types import Replay
-from turns_app.execution import await_turn, start_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

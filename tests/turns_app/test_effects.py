@@ -10,9 +10,10 @@ import threading
 
 import pytest
 
-from graphs.runtime import effects
 from graphs.booking.models import Booking
-from tests.conftest import orm, pause_booking
+from graphs.runtime import effects
+from tests.fixtures.runners import orm
+from tests.fixtures.turns import pause_booking
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from core.errors import SessionBusy
 from sessions_app.models import AgentSession
-from tests.conftest import claim_turn, orm, pause_booking
+from tests.fixtures.runners import orm
+from tests.fixtures.turns import claim_turn, pause_booking
 from turns_app import execution, services
 from turns_app.models import AgentTurn
 
@@ -117,7 +118,7 @@ async def test_renewals_failing_until_the_lease_runs_out_stop_the_turn(
     script.gate = threading.Event()  # the model would run forever
     run = await start("Ada Lovelace")
     started = time.monotonic()
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(Exception) as raised:  # noqa: PT011  (any type: its code is what is asserted)
         await asyncio.wait_for(execution.await_turn(run), 5)
     assert time.monotonic() - started < 2
     assert getattr(raised.value, "code", None) == "stale_turn"
@@ -169,9 +170,8 @@ def test_protocol_steps_refuse_to_run_inside_another_transaction(transactional_d
         "turn_commit": {"turn_id": None, "outcome": None},
         "turn_abort": {"turn_id": None, "code": "x", "message": "x"},
     }[step]
-    with transaction.atomic():
-        with pytest.raises(RuntimeError, match="durable"):
-            getattr(services, step)(**kwargs)
+    with transaction.atomic(), pytest.raises(RuntimeError, match="durable"):
+        getattr(services, step)(**kwargs)
 
 
 async def test_a_failing_drop_of_an_answered_pause_never_aborts_a_good_turn(api, script, monkeypatch, caplog):

@@ -11,7 +11,8 @@ import pytest
 from django.db import connection
 
 from sessions_app.models import AgentSession
-from tests.conftest import claim_turn, orm, pause_booking, transcript_of
+from tests.fixtures.runners import orm
+from tests.fixtures.turns import claim_turn, pause_booking, transcript_of
 from turns_app import history
 from turns_app.checkpoint_tables import checkpoint_tables, delete_threads
 from turns_app.graph_step import run_graph

@@ -11,7 +11,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from graphs.runtime.registry import build_graph, check_registry
-from tests.conftest import orm, transcript_of
+from tests.fixtures.runners import orm
+from tests.fixtures.turns import transcript_of
 from tests.turns_app.test_sse_consumer import names, post, stream_events
 from turns_app.models import AgentTurn
 
@@ -20,8 +21,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TEST_GRAPHS = {
     "intake": "graphs.intake.graph:build_intake_graph",
     "booking": "graphs.booking.graph:build_booking_graph",
-    "echo": "tests.graphs:build_echo_graph",
-    "fixed": "tests.graphs:fixed_graph",
+    "echo": "tests.fixtures.graphs:build_echo_graph",
+    "fixed": "tests.fixtures.graphs:fixed_graph",
 }
 
 
@@ -91,12 +92,12 @@ async def test_a_compiled_graph_is_registered_as_it_is(api, graphs):
 async def test_graph_names_and_the_contract_are_checked(api, graphs, settings):
     unknown = await api.call("POST", "/sessions", {"key": "x", "graph": "nope"})
     assert unknown.status_code == 422 and body(unknown)["error"]["code"] == "unknown_graph"
-    settings.AGENT_GRAPHS = {**TEST_GRAPHS, "broken": "tests.graphs:build_graph_without_messages"}
+    settings.AGENT_GRAPHS = {**TEST_GRAPHS, "broken": "tests.fixtures.graphs:build_graph_without_messages"}
     with pytest.raises(ImproperlyConfigured, match="no `messages` channel"):
         build_graph("broken", checkpointer=None)
     with pytest.raises(ImproperlyConfigured, match="no `messages` channel"):
         check_registry()  # what start-up runs
-    settings.AGENT_GRAPHS = {**TEST_GRAPHS, "missing": "tests.graphs:no_such_thing"}
+    settings.AGENT_GRAPHS = {**TEST_GRAPHS, "missing": "tests.fixtures.graphs:no_such_thing"}
     with pytest.raises(ImproperlyConfigured, match="cannot be imported"):
         check_registry()
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from graphs.runtime import savers
-from tests.conftest import Api
+from tests.fixtures.api import Api
 from turns_app import health
 
 pytestmark = pytest.mark.django_db(transaction=True)

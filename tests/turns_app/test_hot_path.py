@@ -12,11 +12,11 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 from django.db.models.functions import Now
-from psycopg.pq import TransactionStatus
 from django.test.utils import CaptureQueriesContext
+from psycopg.pq import TransactionStatus
 
 from sessions_app.models import AgentSession
-from tests.conftest import make_outcome
+from tests.fixtures.turns import make_outcome
 from turns_app import history, known_sessions
 from turns_app.models import AgentTurn
 from turns_app.services import turn_claim, turn_commit
@@ -217,7 +217,7 @@ async def test_a_graph_without_fields_never_parses_the_sessions_form(api, settin
     every turn for the others cost a tenth of a millisecond for nothing."""
     from graphs.intake import form_spec
 
-    settings.AGENT_GRAPHS = {**settings.AGENT_GRAPHS, "echo": "tests.graphs:build_echo_graph"}
+    settings.AGENT_GRAPHS = {**settings.AGENT_GRAPHS, "echo": "tests.fixtures.graphs:build_echo_graph"}
     assert (await api.call("POST", "/sessions", {"key": "e1", "graph": "echo"})).status_code == 201
     parsed: list[object] = []
     real = form_spec.parse_form

@@ -11,7 +11,8 @@ from django.db import connection
 
 from graphs.booking.models import Booking
 from sessions_app.models import AgentSession
-from tests.conftest import orm, pause_booking
+from tests.fixtures.runners import orm
+from tests.fixtures.turns import pause_booking
 from tests.turns_app.test_sse_consumer import names, post, stream_events
 from turns_app.checkpoint_tables import checkpoint_tables
 from turns_app.models import AgentTurn

@@ -8,9 +8,10 @@ import json
 import pytest
 from django.db import connection
 
-from turns_app.checkpoint_tables import checkpoint_tables
 from sessions_app.models import AgentSession
-from tests.conftest import claim_turn, make_outcome, orm, pause_booking, transcript_of
+from tests.fixtures.runners import orm
+from tests.fixtures.turns import claim_turn, make_outcome, pause_booking, transcript_of
+from turns_app.checkpoint_tables import checkpoint_tables
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)

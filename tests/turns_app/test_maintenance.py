@@ -14,7 +14,8 @@ from django.utils import timezone
 from sessions_app.models import AgentSession
 from sessions_app.services import session_delete
 from tests.admin.conftest import checkpoint_rows, session_with_turns
-from tests.conftest import claim_turn, orm, run_in_new_loop
+from tests.fixtures.runners import orm, run_in_new_loop
+from tests.fixtures.turns import claim_turn
 from turns_app.maintenance import maintenance_run
 from turns_app.models import AgentTurn
 

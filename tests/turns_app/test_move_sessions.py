@@ -24,9 +24,11 @@ from django.db import connection
 from core.database import sqlite_lock_path
 from sessions_app.models import AgentSession
 from sessions_app.services import api_key_create, api_key_revoke
-from tests.conftest import Api, pause_booking, run_in_new_loop
-from tests.scratch_postgres import scratch_postgres, url_for  # noqa: F401 (fixture)
-from tests.system.server import ROOT, served_database_url, servers  # noqa: F401 (fixture)
+from tests.fixtures.api import Api
+from tests.fixtures.runners import run_in_new_loop
+from tests.fixtures.turns import pause_booking
+from tests.scratch_postgres import url_for
+from tests.system.server import ROOT, served_database_url
 from turns_app import moving
 
 BOOK = "Book a table for 2 people on 2031-05-01 at 19:30, my name is Ada Lovelace"
@@ -129,7 +131,7 @@ def sessions_in_progress(alice: str, bob: str) -> None:
 
 
 def test_move_copies_everything_and_conversations_continue_on_the_target(
-    alice, bob, scratch_postgres, servers  # noqa: F811
+    alice, bob, scratch_postgres, servers
 ):
     sessions_in_progress(alice, bob)
     before = rows("default")
@@ -180,7 +182,7 @@ def test_move_copies_everything_and_conversations_continue_on_the_target(
     assert len(events) == len(set(events)) > len(before["agent_turn_events"])
 
 
-def test_a_target_that_holds_sessions_is_refused_unless_replace(alice, scratch_postgres):  # noqa: F811
+def test_a_target_that_holds_sessions_is_refused_unless_replace(alice, scratch_postgres):
     api = Api(alice)
     run_in_new_loop(lambda: pause_booking(api, "b1"))
     thread_id = AgentSession.objects.get(key="b1").interrupt["thread_id"]
@@ -203,7 +205,7 @@ def target_checkpoint_threads(url: str) -> list[str]:
         return [row[0] for row in conn.execute("SELECT DISTINCT thread_id FROM checkpoints")]
 
 
-def test_bad_targets_are_refused_in_one_line(transactional_db, scratch_postgres):  # noqa: F811
+def test_bad_targets_are_refused_in_one_line(transactional_db, scratch_postgres):
     for url, says in [
         ("foo", "--to must be a PostgreSQL URL"),
         ("mysql://u@127.0.0.1/x", "--to must be a PostgreSQL URL"),
@@ -229,7 +231,7 @@ def test_the_source_itself_is_refused_as_target(transactional_db):
 
 
 @pytest.mark.sqlite_only
-def test_a_served_sqlite_file_is_refused(transactional_db, scratch_postgres):  # noqa: F811
+def test_a_served_sqlite_file_is_refused(transactional_db, scratch_postgres):
     url = scratch_postgres()
     with open(sqlite_lock_path(connection.settings_dict["NAME"]), "a+") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -242,7 +244,7 @@ def test_a_served_sqlite_file_is_refused(transactional_db, scratch_postgres):  #
 
 
 @pytest.mark.sqlite_only  # PostgreSQL cannot hold U+0000: no such source there
-def test_a_transcript_with_nul_is_refused_or_stripped(alice, scratch_postgres):  # noqa: F811
+def test_a_transcript_with_nul_is_refused_or_stripped(alice, scratch_postgres):
     """Rows from before the service refused U+0000 (or written by hand)."""
     from turns_app.models import AgentTurn
 

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from tests.conftest import claim_turn, make_outcome, orm
+from tests.fixtures.runners import orm
+from tests.fixtures.turns import claim_turn, make_outcome
 from turns_app import execution, services, session_wait
 from turns_app.models import AgentTurn
 

@@ -16,10 +16,11 @@ import pytest
 from channels.testing import HttpCommunicator
 
 from agentsite.routing import build_application
+from core.http import sse
 from sessions_app.models import AgentSession
 from tests.api.test_bad_input import BAD_CHAT_BODIES, BAD_IDEMPOTENCY_KEYS
-from tests.conftest import claim_turn, orm
-from core.http import sse
+from tests.fixtures.runners import orm
+from tests.fixtures.turns import claim_turn
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -16,7 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.database import database_settings, postgres_conninfo
-from tests.conftest import claim_turn, make_outcome, orm
+from tests.fixtures.runners import orm
+from tests.fixtures.turns import claim_turn, make_outcome
 from turns_app.maintenance import maintenance_run
 from turns_app.models import AgentTurnEvent, TurnFollower
 from turns_app.services import events_append, turn_abort, turn_claim, turn_commit
@@ -112,7 +113,7 @@ async def test_the_listener_comes_back_after_its_connection_is_killed(alice):
         seq = 2
         # Written until one wakes us: the listener is back within RECONNECT_SECONDS.
         while True:
-            await orm(lambda: AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=seq, event="delta", data="{}"))
+            await orm(lambda seq=seq: AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=seq, event="delta", data="{}"))
             if await woken.wait(0.5):
                 break
             seq += 1
