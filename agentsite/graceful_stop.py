@@ -70,14 +70,18 @@ def _stop_reactor() -> None:
     from twisted.internet import reactor
 
     if reactor.running:
-        reactor.stop()
+        # The ignore: zope.interface declares methods without self, which mypy
+        # reads right only with the mypy-zope plugin.
+        reactor.stop()  # type: ignore[misc]
 
 
 def _stop_listening() -> int:
     from twisted.internet import reactor
     from twisted.internet.interfaces import IListeningPort
 
-    ports = [r for r in reactor.getReaders() if IListeningPort.providedBy(r)]
+    # The ignore: zope.interface declares methods without self, which mypy
+    # reads right only with the mypy-zope plugin.
+    ports = [r for r in reactor.getReaders() if IListeningPort.providedBy(r)]  # type: ignore[misc]
     for port in ports:
         port.stopListening()
     return len(ports)

@@ -7,6 +7,7 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -188,12 +189,14 @@ def _masked(url: str) -> str:
     return re.sub(r"(//[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
-def _database_from_url(url: str) -> dict:
+def _database_from_url(url: str) -> dict[str, Any]:
     # No health check per checkout (a round trip on every step; docs/scale.md, "Round trips"):
     # core.asyncdb.db retries a step whose connection died in the pool
     # before it did anything.
+    config: dict[str, Any] | None
     try:
-        config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=False)
+        # A plain dict, as Django's settings hold it (not dj_database_url's TypedDict).
+        config = dict(dj_database_url.parse(url, conn_max_age=0, conn_health_checks=False))
     except ValueError:
         config = None
     if not config or not config.get("ENGINE"):

@@ -98,7 +98,9 @@ def install_shutdown_hook() -> None:
     def close() -> defer.Deferred:
         return defer.Deferred.fromFuture(asyncio.ensure_future(close_connections()))
 
-    reactor.addSystemEventTrigger("before", "shutdown", close)
+    # The ignore: zope.interface declares methods without self, which mypy
+    # reads right only with the mypy-zope plugin.
+    reactor.addSystemEventTrigger("before", "shutdown", close)  # type: ignore[arg-type]
 
 
 def start_maintenance() -> None:

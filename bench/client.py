@@ -53,7 +53,7 @@ class Connection:
     async def _body(self, headers: dict[str, str]) -> bytes:
         if "content-length" in headers:
             return await self.reader.readexactly(int(headers["content-length"]))
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             size = int((await self.reader.readline()).strip() or b"0", 16)
             if size == 0:
@@ -76,7 +76,9 @@ class Connection:
         if status != 200:
             await self._body(head)
             return status, None, time.perf_counter() - started, []
-        first_delta, names, buffer = None, [], b""
+        first_delta: float | None = None
+        names: list[str] = []
+        buffer = b""
         while True:
             size = int((await self.reader.readline()).strip() or b"0", 16)
             if size == 0:

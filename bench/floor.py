@@ -32,7 +32,8 @@ def cpu_seconds() -> float:
 
 async def open_graph(db: str):
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.rows import dict_row
+    from psycopg import AsyncConnection
+    from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool
 
     from bench.graphs import build_chat_graph
@@ -42,6 +43,7 @@ async def open_graph(db: str):
         db,
         min_size=1,
         max_size=5,
+        connection_class=AsyncConnection[DictRow],
         kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": None},
         open=False,
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -30,8 +30,18 @@ INSERT_BATCH = 100
 _compile_lock = threading.Lock()
 
 
-def _quote(name: str) -> str:
+def _quote(name: str | None) -> str:
+    # Django types a field's column as optional: only a field without a
+    # column (none of those reach these statements) has None.
+    assert name is not None
     return connection.ops.quote_name(name)
+
+
+def _field(model: type[Model], name: str) -> Field:
+    """`name`'s field, a concrete one: the reverse side of a relation has no column."""
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field), f"{model.__name__}.{name} is not a concrete field"
+    return field
 
 
 def _this_thread() -> BaseDatabaseWrapper:
@@ -49,7 +59,7 @@ def _prep(fields: Sequence[Field], instance: Model, *, add: bool) -> list[Any]:
 @cache
 def _update_sql(vendor: str, model: type[Model], names: tuple[str, ...]) -> tuple[str, tuple[Field, ...]]:
     meta = model._meta
-    fields = tuple(meta.get_field(n) for n in names)
+    fields = tuple(_field(model, n) for n in names)
     sets = ", ".join(f"{_quote(f.column)} = %s" for f in fields)
     return f"UPDATE {_quote(meta.db_table)} SET {sets} WHERE {_quote(meta.pk.column)} = %s", fields
 
@@ -86,7 +96,7 @@ def update_if_statement(
     sets = [f"{_quote(f.column)} = %s" for f in fields]
     values = _prep(fields, instance, add=False)
     for name, (sql, sql_params) in (expressions or {}).items():
-        sets.append(f"{_quote(meta.get_field(name).column)} = {sql}")
+        sets.append(f"{_quote(_field(model, name).column)} = {sql}")
         values += sql_params
     sql = f"UPDATE {_quote(meta.db_table)} SET {', '.join(sets)} WHERE {_quote(meta.pk.column)} = %s AND ({condition})"
     if returning_clock:
@@ -206,7 +216,7 @@ def inserted(obj: Model, returned: Sequence[Any] | None) -> bool:
     if returned is None:
         return False
     obj._state.adding, obj._state.db = False, connection.alias
-    obj.db_now = _clock()[1](returned[0])
+    setattr(obj, "db_now", _clock()[1](returned[0]))  # noqa: B010  (an attribute of any model: not in its type)
     return True
 
 
@@ -318,7 +328,7 @@ def first_row_in_own_transaction(statements: Iterable[Statement]) -> tuple | Non
         return first_row(statements)
 
 
-class LockedRead:
+class LockedRead(Generic[M]):
     """`SELECT <every column>, <the database's clock> FROM <table> WHERE
     <columns> = … [FOR UPDATE]` for one model and one set of equality (and
     IS NULL) conditions: the row as a model instance with `db_now` set, or
@@ -332,8 +342,8 @@ class LockedRead:
         meta = self.model._meta
         fields = list(meta.concrete_fields)
         now_sql, convert_now = _clock()
-        where = [f"{_quote(meta.get_field(n).column)} = %s" for n in self.equal]
-        where += [f"{_quote(meta.get_field(n).column)} IS NULL" for n in self.null]
+        where = [f"{_quote(_field(self.model, n).column)} = %s" for n in self.equal]
+        where += [f"{_quote(_field(self.model, n).column)} IS NULL" for n in self.null]
         sql = (
             f"SELECT {', '.join(_quote(f.column) for f in fields)}, {now_sql} "
             f"FROM {_quote(meta.db_table)} WHERE {' AND '.join(where)}"
@@ -350,8 +360,7 @@ class LockedRead:
             with _compile_lock:
                 compiled = self._compiled.setdefault(vendor, self._compile())
         sql, fields, converters = compiled
-        meta = self.model._meta
-        params = [meta.get_field(n).get_db_prep_value(values[n], connection) for n in self.equal]
+        params = [_field(self.model, n).get_db_prep_value(values[n], connection) for n in self.equal]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
@@ -359,5 +368,5 @@ class LockedRead:
             return None
         converted = [convert(value) for value, convert in zip(row, converters, strict=True)]
         instance = self.model.from_db(connection.alias, [f.attname for f in fields], converted[:-1])
-        instance.db_now = converted[-1]
+        setattr(instance, "db_now", converted[-1])  # noqa: B010  (an attribute of any model: not in its type)
         return instance

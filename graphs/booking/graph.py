@@ -16,7 +16,7 @@ import json
 from typing import Annotated, Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolCall, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -59,7 +59,9 @@ def build_booking_graph(
 
     async def approve(state: BookingState) -> dict[str, Any]:
         answers: list[ToolMessage] = []
-        for call in state["messages"][-1].tool_calls:
+        asking = state["messages"][-1]
+        assert isinstance(asking, AIMessage)  # the model's turn routed here: it asked for tools
+        for call in asking.tool_calls:
             if call["name"] != "book_table":
                 content = await TOOLS[call["name"]].ainvoke(call["args"])
                 answers.append(ToolMessage(content=content, tool_call_id=call["id"], name=call["name"]))
@@ -96,7 +98,7 @@ def _route(state: BookingState) -> str:
     return "approve" if any(c["name"] == "book_table" for c in calls) else "tools"
 
 
-async def _decide(call: dict[str, Any], decision: Any) -> ToolMessage:
+async def _decide(call: ToolCall, decision: Any) -> ToolMessage:
     action = decision.get("action") if isinstance(decision, dict) else None
     if action == "approve":
         args = call["args"]

@@ -187,7 +187,8 @@ def _take_enums(form: list[dict[str, Any]], rest: str, found: dict[str, str]) ->
     words, walking a trie of every open enum field's options (as word
     sequences) from each word. At a position the longest option wins; an
     option two fields share goes to the first in form order."""
-    trie: dict[str, Any] = {}
+    # Word by word; the None key holds the options that end at that word.
+    trie: dict[str | None, Any] = {}
     for order, spec in enumerate(form):
         if spec["type"] != "enum" or spec["name"] in found:
             continue
@@ -269,12 +270,12 @@ def _take_counts(form: list[dict[str, Any]], rest: str, found: dict[str, str]) -
                 found[spec["name"]] = match["n"]
                 rest = _blank(rest, match.start("n"), match.end("n"))
                 break
-    match = _GROUP_RE.search(rest)
-    if match is not None:
+    group = _GROUP_RE.search(rest)
+    if group is not None:
         for spec in integers:
             if spec["name"] not in found and about[spec["name"]] & _PEOPLE_WORDS:
-                found[spec["name"]] = match["n"]
-                rest = _blank(rest, match.start("n"), match.end("n"))
+                found[spec["name"]] = group["n"]
+                rest = _blank(rest, group.start("n"), group.end("n"))
                 break
     return rest
 

@@ -27,6 +27,7 @@ from langchain_core.messages import (
     HumanMessage,
     SystemMessage,
 )
+from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -128,16 +129,17 @@ def _as_message(answer: str | AIMessage) -> AIMessage:
 def _chunks(answer: str | AIMessage) -> list[ChatGenerationChunk]:
     if isinstance(answer, AIMessage) and answer.tool_calls:
         calls = [
-            {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+            tool_call_chunk(name=c["name"], args=json.dumps(c["args"]), id=c["id"], index=i)
             for i, c in enumerate(answer.tool_calls)
         ]
         chunk = AIMessageChunk(content=answer.text, tool_call_chunks=calls, chunk_position="last")
         return [ChatGenerationChunk(message=chunk)]
     text = _as_message(answer).text
     tokens = _TOKEN_RE.findall(text) or [text]
-    chunks = [ChatGenerationChunk(message=AIMessageChunk(content=token)) for token in tokens]
+    *leading, last = tokens
+    chunks = [ChatGenerationChunk(message=AIMessageChunk(content=token)) for token in leading]
     # Marking the end ourselves stops langchain appending an empty closing chunk.
-    chunks[-1].message.chunk_position = "last"
+    chunks.append(ChatGenerationChunk(message=AIMessageChunk(content=last, chunk_position="last")))
     return chunks
 
 

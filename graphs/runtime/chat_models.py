@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 from langchain.chat_models import init_chat_model
+from langchain_core.callbacks import BaseCallbackManager
 from langchain_core.language_models import BaseChatModel
 
 from core.metrics import MODEL_CALLS
@@ -21,7 +22,13 @@ from graphs.intake.offline import OfflineChatModel
 def build_model(name: str | None = None) -> BaseChatModel:
     """The chat model, with the timer that feeds agentsite_model_call_seconds."""
     model = _build(name or settings.AGENT_MODEL)
-    model.callbacks = [*(model.callbacks or []), MODEL_CALLS]
+    if isinstance(model.callbacks, BaseCallbackManager):
+        # A factory may hand over a manager, not a list: a copy, with the timer.
+        manager = model.callbacks.copy()
+        manager.add_handler(MODEL_CALLS)
+        model.callbacks = manager
+    else:
+        model.callbacks = [*(model.callbacks or []), MODEL_CALLS]
     return model
 
 

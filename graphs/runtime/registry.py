@@ -89,8 +89,11 @@ def shape_of(graph: Pregel) -> GraphShape:
     schemas; LangGraph's own bookkeeping channels left out)."""
     builder = getattr(graph, "builder", None)
     schemas = getattr(builder, "schemas", None)
-    state = set(schemas[builder.state_schema]) if schemas else set()
-    inputs = set(schemas[builder.input_schema]) if schemas else state
+    state: set[str] = set()
+    inputs: set[str] = set()
+    if builder is not None and schemas:
+        state = set(schemas[builder.state_schema])
+        inputs = set(schemas[builder.input_schema])
     if not state:  # not a StateGraph: its declared channels are the state
         state = {c for c in graph.channels if not c.startswith(("__", "branch:"))}
         inputs = state

@@ -66,8 +66,8 @@ class RunCheckpoints(BaseCheckpointSaver):
         self._fresh.discard(thread_id)
         for key in [k for k in self._checkpoints if k[0] == thread_id]:
             del self._checkpoints[key]
-        for key in [k for k in self._writes if k[0] == thread_id]:
-            del self._writes[key]
+        for write_key in [k for k in self._writes if k[0] == thread_id]:
+            del self._writes[write_key]
 
     async def persist(self, thread_id: str) -> str | None:
         """Write this run's checkpoints and pending writes to the durable
@@ -136,7 +136,7 @@ class RunCheckpoints(BaseCheckpointSaver):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         thread_id = config["configurable"]["thread_id"] if config else None
-        if thread_id is None or not self._in_memory(thread_id):
+        if config is None or thread_id is None or not self._in_memory(thread_id):
             async for item in self.durable.alist(config, filter=filter, before=before, limit=limit):
                 yield item
             return
@@ -156,7 +156,7 @@ class RunCheckpoints(BaseCheckpointSaver):
         if not self._in_memory(thread_id):
             return await self.durable.aput(config, checkpoint, metadata, new_versions)
         # The objects themselves: nothing is serialised until persist().
-        kept = {**checkpoint, "channel_values": dict(checkpoint["channel_values"])}
+        kept: Checkpoint = {**checkpoint, "channel_values": dict(checkpoint["channel_values"])}
         self._checkpoints[(thread_id, ns)][checkpoint["id"]] = (
             kept,
             get_checkpoint_metadata(config, metadata),

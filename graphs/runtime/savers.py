@@ -72,7 +72,8 @@ async def _open(settings_dict: dict[str, Any]) -> _LoopSavers:
 
 async def _open_postgres(settings_dict: dict[str, Any]) -> _LoopSavers:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.rows import dict_row
+    from psycopg import AsyncConnection
+    from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool
 
     size = settings.AGENT_DB_POOL_SIZE
@@ -80,6 +81,8 @@ async def _open_postgres(settings_dict: dict[str, Any]) -> _LoopSavers:
         postgres_conninfo(settings_dict),
         min_size=1,
         max_size=size,
+        # The class says what row_factory gives: the saver wants dict rows.
+        connection_class=AsyncConnection[DictRow],
         kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": None},
         open=False,
         # A dead server must fail a turn quickly (503), not hang it.
