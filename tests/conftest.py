@@ -81,7 +81,7 @@ async def _close_loop_savers():
 
 
 @pytest.fixture
-def script(settings) -> Script:
+def script(settings) -> Iterator[Script]:
     """Switch AGENT_MODEL to a scripted model for this test."""
     state = fakes.CURRENT_SCRIPT = Script()
     settings.AGENT_MODEL = "tests.fixtures.fakes:scripted_model"

@@ -4,12 +4,13 @@ import threading
 import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -166,7 +167,7 @@ async def test_openai_provider_runs_the_graph_against_openai_base_url(fake_opena
     assert isinstance(model, ChatOpenAI)
     assert str(model.root_async_client.base_url).startswith(f"http://127.0.0.1:{fake_openai.server_port}/v1")
     graph = build_graph("intake", checkpointer=InMemorySaver())
-    state = {
+    state: dict[str, Any] = {
         "messages": [HumanMessage("Ada Lovelace")],
         "form": form_to_json(DEFAULT_FORM),
         "fields": {},
@@ -175,7 +176,7 @@ async def test_openai_provider_runs_the_graph_against_openai_base_url(fake_opena
         "client_mode": "chat",
         "need_form_update": True,
     }
-    config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    config: RunnableConfig = {"configurable": {"thread_id": str(uuid.uuid4())}}
     FakeOpenAIHandler.streamed.clear()
     chunks = []
     async for part in graph.astream(state, config, stream_mode=["messages", "updates"], version="v2"):

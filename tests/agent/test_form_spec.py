@@ -5,6 +5,7 @@ from graphs.intake.form_spec import (
     MAX_STRING_LENGTH,
     FieldsInvalid,
     FieldSpec,
+    FieldType,
     FieldValueError,
     FormSpecError,
     coerce_value,
@@ -15,7 +16,7 @@ from graphs.intake.form_spec import (
 )
 
 
-def spec(type_: str, **extra) -> FieldSpec:
+def spec(type_: FieldType, **extra) -> FieldSpec:
     return FieldSpec(name="f", type=type_, **extra)
 
 

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -220,7 +221,7 @@ def largest_form() -> list[dict]:
     the form's byte limit."""
     from graphs.intake.form_spec import MAX_FORM_BYTES
 
-    form = [{"name": f"f{i}", "type": "enum", "required": True, "enum": []} for i in range(50)]
+    form: list[dict[str, Any]] = [{"name": f"f{i}", "type": "enum", "required": True, "enum": []} for i in range(50)]
     j = 0
     while True:
         option = f"{'o' * 190}{j:05d}"

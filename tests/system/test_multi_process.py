@@ -28,6 +28,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -486,7 +487,7 @@ def test_postgres_outage_mid_load(servers, alice):
     turns: list[Turn] = []
     probes: list[Turn] = []
     timeline: dict[str, float] = {}
-    facts: dict[str, object] = {}
+    facts: dict[str, Any] = {}
     stop = asyncio.Event()
 
     async def client_run(i: int) -> None:

@@ -49,7 +49,9 @@ def readme_request(section: str) -> tuple[dict[str, str], str, dict[str, str], s
 def readme_events(section: str) -> tuple[list[str], list[str]]:
     """The event blocks the doc prints before and after its elision line."""
     block = re.search(r"```text\n(.*?)```", section, re.DOTALL).group(1)
-    before, after, elided = [], [], False
+    before: list[str] = []
+    after: list[str] = []
+    elided = False
     for chunk in block.strip().split("\n\n"):
         if chunk.strip().startswith("…"):
             elided = True

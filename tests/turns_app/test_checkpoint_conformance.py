@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
@@ -49,7 +50,7 @@ async def write_threads(count: int) -> list[str]:
     threads = [f"conformance:{uuid.uuid4()}" for _ in range(count)]
     for thread in threads:
         for text in ("hello", "again"):
-            config = {"configurable": {"thread_id": thread}}
+            config: RunnableConfig = {"configurable": {"thread_id": thread}}
             await graph.ainvoke({"messages": [HumanMessage(content=text)]}, config)
     return threads
 

@@ -137,9 +137,8 @@ async def test_the_keeper_leaves_nothing_running_when_the_turn_ends(alice, scrip
     settings.AGENT_TURN_LEASE_SECONDS = lease
     script.gate = threading.Event()
     keepers = []
-    real = execution.LeaseKeeper
 
-    class Recorded(real):
+    class Recorded(execution.LeaseKeeper):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             keepers.append(self)

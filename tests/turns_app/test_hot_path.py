@@ -245,14 +245,14 @@ def test_a_commit_sizes_only_the_messages_its_turn_added(monkeypatch):
     """The conversation cache is bounded by the bytes it holds: a commit
     sizes the messages its turn added, not the whole conversation again
     (that grew every turn's cost with the conversation's length)."""
-    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
     sized: list[object] = []
     real = history._size
     monkeypatch.setattr(history, "_size", lambda m: sized.append(m) or real(m))
     cache = history.ConversationCache(max_bytes=10**7)
     session = uuid.uuid4()
-    conversation = [HumanMessage(f"q{i}") if i % 2 == 0 else AIMessage(f"a{i}") for i in range(100)]
+    conversation: list[BaseMessage] = [HumanMessage(f"q{i}") if i % 2 == 0 else AIMessage(f"a{i}") for i in range(100)]
     cache.put(session, uuid.uuid4(), conversation)
     assert len(sized) == 100
     sized.clear()

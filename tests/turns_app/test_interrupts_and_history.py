@@ -5,6 +5,7 @@ the admin."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -27,7 +28,7 @@ def app():
     return build_application()
 
 
-def body(response) -> dict:
+def body(response) -> Any:
     return json.loads(response.content)
 
 

@@ -173,7 +173,7 @@ def gate(script):
 
 async def until_first_delta(stream: Stream) -> list[Event]:
     await stream.start()
-    seen = []
+    seen: list[Event] = []
     while not seen or seen[-1].event != "delta":
         event = await stream.next_event()
         assert event is not None and event.event != "error", seen
