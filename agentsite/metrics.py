@@ -13,13 +13,14 @@ import hmac
 
 from django.conf import settings
 from django.db import connections
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from core.errors import NotFound, Unauthorized
+from core.http import errors
 from graphs.runtime.savers import pool_stats
 
 
@@ -62,10 +63,8 @@ def _authorized(request: HttpRequest, token: str) -> bool:
 def metrics_view(request: HttpRequest) -> HttpResponse:
     token = settings.AGENT_METRICS_TOKEN
     if not token:
-        error = NotFound("metrics are off: set AGENT_METRICS_TOKEN to turn them on")
-        return JsonResponse(error.as_dict(), status=error.status)
+        return errors.response(NotFound("metrics are off: set AGENT_METRICS_TOKEN to turn them on"), request=request)
     if not _authorized(request, token):
-        error = Unauthorized("send Authorization: Bearer <AGENT_METRICS_TOKEN>")
-        return JsonResponse(error.as_dict(), status=error.status)
+        return errors.response(Unauthorized("send Authorization: Bearer <AGENT_METRICS_TOKEN>"), request=request)
     return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
 

@@ -14,35 +14,19 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from core.errors import ErrorCode
+from core.http import errors
 from graphs.intake.form_spec import (
     MAX_DESCRIPTION_LENGTH,
     MAX_ENUM_OPTION_LENGTH,
     MAX_ENUM_OPTIONS,
     MAX_FIELDS,
 )
-from core.errors import ErrorCode
 
 KEY_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9._:-]{1,255}$"
 IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,128}$"
 IF_MATCH_PATTERN = r'^\s*(?:W/)?"?[0-9]{1,18}"?\s*$'
 LAST_EVENT_ID_PATTERN = r"^\s*[0-9]{0,18}\s*$"
-
-ERROR_SCHEMA = {
-    "title": "Error",
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["code", "message"],
-            "properties": {
-                "code": {"type": "string", "enum": [str(code) for code in ErrorCode]},
-                "message": {"type": "string"},
-                "details": {},
-            },
-        }
-    },
-}
 
 FIELD_SPEC_SCHEMA = {
     "title": "FieldSpec",
@@ -248,7 +232,7 @@ LINKS = {
 def document(schema: dict[str, Any]) -> dict[str, Any]:
     schema = copy.deepcopy(schema)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    components["Error"] = ERROR_SCHEMA
+    components["Error"] = errors.API.schema
     components["FieldSpec"] = FIELD_SPEC_SCHEMA
     _constrain_bodies(components)
     schema["paths"].update(copy.deepcopy(SSE_OPERATIONS))

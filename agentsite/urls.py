@@ -1,25 +1,29 @@
 from django.contrib import admin
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.urls import path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
 from agentsite.api import api
-from core.errors import ErrorCode
 from agentsite.metrics import metrics_view
 from agentsite.pages import chat_page
+from core.errors import NotFound
+from core.http import errors
 from langgraph_app.api import api as langgraph_api
-from langgraph_app.api import not_found as langgraph_not_found
 
 
 # No cookie-authenticated action happens here, and without the exemption an
 # unknown path answers CSRF's HTML 403 to every POST instead of a JSON 404.
 @csrf_exempt
-def api_route_not_found(request: HttpRequest, rest: str) -> JsonResponse:
+def api_route_not_found(request: HttpRequest, rest: str) -> HttpResponse:
     # A path under /api/ that no endpoint matches (e.g. a key with an encoded
     # "/", which Django decodes before routing) still answers the error contract.
-    return JsonResponse(
-        {"error": {"code": str(ErrorCode.NOT_FOUND), "message": f"no endpoint at {request.path}"}}, status=404
-    )
+    return errors.response(NotFound(f"no endpoint at {request.path}"), errors.API, request=request)
+
+
+@csrf_exempt
+def langgraph_route_not_found(request: HttpRequest, rest: str) -> HttpResponse:
+    """Unmatched paths under /langgraph/ answer in the protocol's shape."""
+    return errors.response(NotFound(f"no endpoint at {request.path}"), errors.PROTOCOL, request=request)
 
 
 # The admin's nav sidebar takes a quarter of a 1280 px screen from every
@@ -36,5 +40,5 @@ urlpatterns = [
     re_path(r"^api/(?P<rest>.*)$", api_route_not_found),
     # LangGraph's Agent Protocol: get_client(url="http://host/langgraph").
     path("langgraph/", langgraph_api.urls),
-    re_path(r"^langgraph/(?P<rest>.*)$", langgraph_not_found),
+    re_path(r"^langgraph/(?P<rest>.*)$", langgraph_route_not_found),
 ]

@@ -1,5 +1,8 @@
-"""The one error contract: `{"error": {"code", "message"}}` with a fitting
-HTTP status. Services raise these; the API and the SSE consumer render them."""
+"""The errors services raise: a machine-readable code, a fitting HTTP
+status and, where a client should come back later, `retry_after` seconds.
+Every edge renders them through one front door (core.http.errors), in
+/api/'s `{"error": {"code", "message"}}` or the protocol's `{"detail", "code"}`
+(docs/api.md, "Errors")."""
 
 from __future__ import annotations
 
@@ -55,17 +58,21 @@ class ApiError(Exception):
     code: ErrorCode = ErrorCode.VALIDATION_ERROR
     status: int = 422
     default_message = "the request is invalid"
+    # Seconds a client should wait before trying again (sent as Retry-After);
+    # None: retrying the same request will not help.
+    retry_after: int | None = None
 
     def __init__(self, message: str | None = None, *, details: Any = None) -> None:
         self.message = message or self.default_message
         self.details = details
         super().__init__(self.message)
 
-    def as_dict(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"code": str(self.code), "message": self.message}
-        if self.details is not None:
-            body["details"] = self.details
-        return {"error": body}
+    @classmethod
+    def of(cls, status: int, code: str, message: str) -> ApiError:
+        """An error with no class of its own: what ninja or the HTTP edge answered."""
+        error = cls(message)
+        error.status, error.code = status, code  # type: ignore[assignment]
+        return error
 
 
 class Unauthorized(ApiError):
@@ -123,6 +130,7 @@ class TurnInProgress(ApiError):
 class SessionBusy(ApiError):
     code, status = ErrorCode.SESSION_BUSY, 409
     default_message = "another turn is running on this session; retry later"
+    retry_after = 1
 
     def __init__(self, message: str | None = None, *, holder: UUID | None = None, details: Any = None) -> None:
         super().__init__(message, details=details)
@@ -158,6 +166,7 @@ class ModelTimeout(ApiError):
 class StorageUnavailable(ApiError):
     code, status = ErrorCode.STORAGE_UNAVAILABLE, 503
     default_message = "the database is unavailable; retry later"
+    retry_after = 5
 
 
 class TurnCancelled(ApiError):
@@ -187,6 +196,7 @@ class ServerShutdown(ApiError):
 
     code, status = ErrorCode.SERVER_SHUTDOWN, 503
     default_message = "the server is shutting down; nothing was committed, retry with the same key"
+    retry_after = 1
 
 
 class InterruptPending(ApiError):
@@ -241,6 +251,11 @@ def _subclasses(cls: type) -> list[type]:
     for sub in cls.__subclasses__():
         found += [sub, *_subclasses(sub)]
     return found
+
+
 class TooManySessions(ApiError):
     code, status = ErrorCode.TOO_MANY_SESSIONS, 429
     default_message = "this API key's owner has too many sessions; delete some first"
+    # A quota, not a load: it lifts when sessions are deleted (by the owner,
+    # or by retention), so a client looking again should not hammer.
+    retry_after = 60

@@ -12,7 +12,6 @@ alone; once the stream started, a failure is an `error` event, never `done`.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from uuid import UUID
@@ -20,7 +19,7 @@ from uuid import UUID
 from django.conf import settings
 
 from core.asyncdb import db
-from core.errors import ApiError, InternalError, MethodNotAllowed, TurnNotFound, ValidationFailed
+from core.errors import MethodNotAllowed, TurnNotFound, ValidationFailed
 from core.http.bodies import validate_body
 from core.http.sse import Headers, SseConsumer
 from sessions_app.auth import authenticate
@@ -31,8 +30,6 @@ from turns_app.execution import TurnRun, start_turn
 from turns_app.schemas import ChatIn
 from turns_app.services import check_idempotency_key
 from turns_app.types import Replay, TurnEvent
-
-logger = logging.getLogger(__name__)
 
 # Longer ids are no id this server ever sent.
 LAST_EVENT_ID_MAX_DIGITS = 18
@@ -76,11 +73,8 @@ class _TurnStream(SseConsumer):
             return await self.send_error(error, headers=[(b"allow", self.method.encode())])
         try:
             plan = await self.plan(body, self.request_headers(), self.scope["url_route"]["kwargs"])
-        except ApiError as error:
+        except Exception as error:  # rendered by the front door, unexpected ones logged there
             return await self.send_error(error)
-        except Exception:
-            logger.exception("unhandled error on %s %s", self.scope["method"], self.scope["path"])
-            return await self.send_error(InternalError())
         if plan is None:
             # Nothing left to send: 204 also stops an EventSource reconnecting.
             return await self.send_response(204, b"")

@@ -5,7 +5,7 @@ messages, CSRF (ninja's views are exempt) or login throttling, and the edge
 (core.http.edge) already sets the security headers and the JSON error
 contract. Under ASGI every sync-style middleware costs two thread hops per
 request (Django runs `process_request` and `process_response` through
-`sync_to_async`): a dozen hops per chat turn for nothing (issue 12). This
+`sync_to_async`): a dozen hops per chat turn for nothing (docs/scale.md, "CPU"). This
 handler runs the API's views behind Django's SecurityMiddleware alone (SSL
 redirect, HSTS), called on the event loop: it only reads settings and
 headers.

@@ -20,14 +20,14 @@ tests that call the application directly.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from core.errors import ApiError, ErrorCode
+from core.errors import ApiError, ErrorCode, MalformedRequest, PayloadTooLarge
+from core.http import errors
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -49,10 +49,6 @@ STATUS_CODES = {
 
 def is_api(path: str) -> bool:
     return path == "/api" or path.startswith("/api/")
-
-
-def error_body(status: int, code: str, message: str) -> bytes:
-    return json.dumps({"error": {"code": str(code), "message": message}}).encode()
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:
@@ -92,17 +88,19 @@ def security_headers() -> list[tuple[bytes, bytes]]:
     return out
 
 
-async def send_error(send: Send, status: int, code: str, message: str, extra=()) -> None:
-    body = error_body(status, code, message)
+async def send_error(send: Send, error: ApiError, kept: list[tuple[bytes, bytes]] | None = None) -> None:
+    """`error` in /api/'s dialect (core.http.errors), with the security
+    headers — or, for a rewritten response, the headers it already had."""
+    rendered = errors.render(error)
+    body = rendered.content()
     await send(
         {
             "type": "http.response.start",
-            "status": status,
+            "status": rendered.status,
             "headers": [
-                (b"content-type", b"application/json"),
+                *rendered.asgi_headers(),
                 (b"content-length", str(len(body)).encode()),
-                *security_headers(),
-                *extra,
+                *(security_headers() if kept is None else kept),
             ],
         }
     )
@@ -127,15 +125,14 @@ class Edge:
         limit = self.max_body_bytes
 
         if api and not host_allowed(scope):
-            return await send_error(send, 400, ErrorCode.DISALLOWED_HOST, "this host name is not served here")
+            refused = ApiError.of(400, ErrorCode.DISALLOWED_HOST, "this host name is not served here")
+            return await send_error(send, refused)
         declared = header(scope, b"content-length")
         if declared is not None:
             if not declared.strip().isdigit():
-                return await send_error(send, 400, ErrorCode.MALFORMED_REQUEST, "Content-Length is not a number")
+                return await send_error(send, MalformedRequest("Content-Length is not a number"))
             if int(declared) > limit:
-                return await send_error(
-                    send, 413, ErrorCode.PAYLOAD_TOO_LARGE, f"the request body is over {limit} bytes"
-                )
+                return await send_error(send, PayloadTooLarge(f"the request body is over {limit} bytes"))
 
         received = 0
         too_large = False
@@ -178,7 +175,7 @@ class Edge:
 
         await self.app(scope, guarded_receive, guarded_send)
         if too_large and not started:
-            await send_error(send, 413, ErrorCode.PAYLOAD_TOO_LARGE, f"the request body is over {limit} bytes")
+            await send_error(send, PayloadTooLarge(f"the request body is over {limit} bytes"))
 
 
 def _is_json(headers: list[tuple[bytes, bytes]]) -> bool:
@@ -197,19 +194,7 @@ async def _send_rewritten(send: Send, start: Message) -> None:
         for name, value in start["headers"]
         if name.lower() not in {b"content-type", b"content-length"}
     ]
-    body = error_body(status, code, message)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *kept,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_error(send, ApiError.of(status, code, message), kept)
 
 
 _MESSAGES = {

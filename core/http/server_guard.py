@@ -2,7 +2,7 @@
 
 daphne reads a whole request body (into a temporary file, then into memory)
 before the application sees a byte of it, and has no header or body read
-timeout (FIELD-NOTES). An ASGI middleware comes too late for both, so the
+timeout (docs/field-notes.md, "Learned while building"). An ASGI middleware comes too late for both, so the
 server itself is given a request class and a channel that:
 
 * refuse a declared `Content-Length` over the body limit with 413 as soon as
@@ -26,13 +26,15 @@ These classes lean on Twisted internals, hence the pinned Twisted version.
 from __future__ import annotations
 
 import io
-import json
 import logging
 from dataclasses import dataclass
 from http import HTTPStatus
 
 from daphne import http_protocol, server
 from twisted.web import http
+
+from core.errors import ApiError
+from core.http import errors
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +60,10 @@ def reason(status: int) -> bytes:
 
 
 def raw_error(status: int, code: str, message: str) -> bytes:
-    """A complete response in the API's error contract, written straight to
-    the socket: used before any application has been created."""
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    """A complete response in the API's error contract (core.http.errors),
+    written straight to the socket: used before any application has been
+    created."""
+    body = errors.render(ApiError.of(status, code, message)).content()
     head = (
         f"HTTP/1.1 {status} {reason(status).decode()}\r\n"
         "Content-Type: application/json\r\n"

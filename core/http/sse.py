@@ -4,7 +4,6 @@ headers, keep-alive comments, and noticing that the client went away."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncGenerator, Iterable
 from typing import Protocol
 
@@ -13,7 +12,8 @@ from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 
-from core.errors import ApiError, PayloadTooLarge
+from core.errors import PayloadTooLarge
+from core.http import errors
 
 # While the model is silent a comment goes out this often, so proxies and
 # clients do not time the connection out. Tests shrink it.
@@ -53,6 +53,8 @@ class SseConsumer(AsyncHttpConsumer):
 
     # Seconds between keep-alive comments; None: KEEPALIVE_SECONDS.
     keepalive_seconds: float | None = None
+    # How errors answered before the stream starts are worded.
+    dialect: errors.Dialect = errors.API
 
     async def __call__(self, scope, receive, send):
         self._receive = receive
@@ -63,7 +65,7 @@ class SseConsumer(AsyncHttpConsumer):
         # Channels' dispatch runs close_old_connections in a worker thread
         # before every message (the request, each body chunk): a thread hop
         # for connections these consumers never hold — their database work
-        # goes through core.asyncdb's own threads (issue 12).
+        # goes through core.asyncdb's own threads (docs/scale.md, "CPU").
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
@@ -87,13 +89,12 @@ class SseConsumer(AsyncHttpConsumer):
             headers[name] = f"{headers[name]},{value}" if name in headers else value
         return headers
 
-    async def send_error(self, error: ApiError, *, headers: Headers = ()) -> None:
-        """A plain JSON response with the error contract: for errors found
-        before the stream started."""
-        body = json.dumps(error.as_dict(), ensure_ascii=False).encode()
-        await self.send_response(
-            error.status, body, headers=[(b"content-type", b"application/json"), *headers]
-        )
+    async def send_error(self, error: BaseException, *, headers: Headers = ()) -> None:
+        """A plain JSON response in the consumer's dialect, through the front
+        door (core.http.errors): for errors found before the stream started."""
+        where = f"{self.scope.get('method')} {self.scope.get('path')}"
+        rendered = errors.render(error, self.dialect, where=where)
+        await self.send_response(rendered.status, rendered.content(), headers=[*rendered.asgi_headers(), *headers])
 
     async def stream(
         self, events: AsyncGenerator[Event, None], *, headers: Headers = ()
