@@ -3,19 +3,28 @@ useStream and agent-chat-ui speak) at /langgraph/, over the same services
 as /api/: assistants are registered graphs, threads are sessions, runs are
 turns, checkpoints are committed states. Every guarantee of a turn holds
 for a run: `end` only after the commit, fencing, idempotency, tombstones.
+A façade: it reads and writes only through turns_app's and sessions_app's
+public services and selectors (docs/agent-protocol.md).
 
-    ids.py         assistant ids (graph names or their UUIDs), checkpoint ids
-    schemas.py     request bodies (LangGraph's property names and enums)
-    errors.py      errors as {"detail", "code"} with the statuses the SDKs map
-    auth.py        the API key from x-api-key (or Authorization: Bearer)
-    threads.py     Thread, ThreadState and history from a session's turns
-    runs.py        a run body -> a turn; Run objects; waiting for an outcome
-    stream.py      a turn's event log -> the protocol's SSE events
-    consumers.py   the SSE endpoints (Channels consumers)
-    api.py         the JSON endpoints (a NinjaAPI mounted at /langgraph/)
-    openapi.py     the SSE endpoints in the OpenAPI document
-    cors.py        CORS for browser clients on another origin
+    ids.py             assistant ids (graph names or their UUIDs), checkpoint ids
+    schemas.py         request bodies (LangGraph's property names and enums)
+    errors.py          the protocol's wording of some errors (rendered by core.http.errors)
+    auth.py            the API key from x-api-key (or Authorization: Bearer)
+    params.py          query parameters: flags, pages, select
+    threads.py         Thread, ThreadState and history from a session's turns
+    run_input.py       a run body -> a turn request (message, options, checkpoint)
+    runs.py            starting a run (a turn); waiting for its outcome
+    run_records.py     Run objects: status, JSON, list, get, cancel
+    stream.py          a turn's event log -> the protocol's SSE events
+    consumers.py       the SSE endpoints (Channels consumers)
+    api.py             the NinjaAPI mounted at /langgraph/, and its error wiring
+    system_api.py      JSON endpoints: /info, /ok
+    assistants_api.py  JSON endpoints: assistants (the registered graphs)
+    threads_api.py     JSON endpoints: threads, their state and history
+    runs_api.py        JSON endpoints: runs (start in the background, wait, join, cancel)
+    openapi.py         the SSE endpoints in the OpenAPI document
+    cors.py            CORS for browser clients on another origin
 
-The LangGraph-native stream parts a protocol run asks for are logged by the
-graph step (turns_app.stream_parts).
+The LangGraph-native stream parts a protocol run asks for travel in its
+claim (turns_app.types.Claim.stream_modes) and are logged by the graph step.
 """

@@ -12,32 +12,30 @@ their status; once it started, a failure is an `error` event.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from core.asyncdb import db
-from core.errors import ApiError, InternalError, MethodNotAllowed, ValidationFailed
+from core.errors import ApiError, MethodNotAllowed, ValidationFailed
+from core.http import errors
 from core.http.bodies import validate_body
 from core.http.sse import Headers, SseConsumer
+from langgraph_app import run_records, runs
+from langgraph_app.auth import authenticate
+from langgraph_app.errors import run_not_found
+from langgraph_app.params import TRUE
+from langgraph_app.schemas import RunCreateStateful, RunCreateStateless, StreamMode
+from langgraph_app.stream import ProtocolEvent, parse_last_event_id, protocol_events
 from sessions_app.selectors import check_session_key
 from turns_app import selectors
 from turns_app.events import replay_from
-from langgraph_app import runs
-from langgraph_app.auth import authenticate
-from langgraph_app.errors import encoded, run_not_found, status_of
-from langgraph_app.schemas import RunCreateStateful, RunCreateStateless, StreamMode
-from langgraph_app.stream import ProtocolEvent, parse_last_event_id, protocol_events
 from turns_app.services import turn_cancel
-
-logger = logging.getLogger(__name__)
 
 # LangGraph's server sends a heartbeat comment this often; the JS SDK's idle
 # watchdog reconnects after max(3 x interval, 6 s) of silence once armed.
 HEARTBEAT_SECONDS = 5.0
 STREAM_MODES = frozenset(StreamMode.__args__)
-TRUE = frozenset({"1", "true", "yes", "on"})
 
 
 @dataclass
@@ -51,22 +49,15 @@ class Plan:
 class _ProtocolStream(SseConsumer):
     method: str
     keepalive_seconds = HEARTBEAT_SECONDS
-
-    async def send_error(self, error: ApiError, *, headers: Headers = ()) -> None:
-        await self.send_response(
-            status_of(error), encoded(error), headers=[(b"content-type", b"application/json"), *headers]
-        )
+    dialect = errors.PROTOCOL
 
     async def handle(self, body: bytes) -> None:
         if self.scope["method"] != self.method:
             return await self.send_error(MethodNotAllowed(f"use {self.method}"), headers=[(b"allow", self.method.encode())])
         try:
             plan = await self.plan(body, self.request_headers(), self.scope["url_route"]["kwargs"])
-        except ApiError as error:
+        except Exception as error:  # rendered by the front door, unexpected ones logged there
             return await self.send_error(error)
-        except Exception:
-            logger.exception("unhandled error on %s %s", self.scope["method"], self.scope["path"])
-            return await self.send_error(InternalError())
         finished = await self.stream(plan.events, headers=plan.headers)
         if plan.after is not None:
             await plan.after(finished)
@@ -134,7 +125,7 @@ class JoinStreamConsumer(_ProtocolStream):
     async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan:
         api_key = await authenticate(headers)
         key = check_session_key(route["thread_id"])
-        run_id = runs.parse_run_id(route["run_id"])
+        run_id = run_records.parse_run_id(route["run_id"])
         after = parse_last_event_id(headers.get("last-event-id"))
         query = self.query()
         asked = stream_modes_of(query.get("stream_mode", []))

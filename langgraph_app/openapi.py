@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.http import errors
+
 SSE = {"text/event-stream": {"schema": {"type": "string"}}}
-ERROR = {"application/json": {"schema": {"type": "object", "properties": {"detail": {"type": "string"}, "code": {"type": "string"}}}}}
+ERROR = {"application/json": {"schema": errors.PROTOCOL.schema}}
 
 
 def _path_param(name: str) -> dict[str, Any]:

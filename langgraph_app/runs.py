@@ -1,8 +1,9 @@
 """Runs are turns. Starting a protocol run is starting a turn through the
 same claim → run → commit path as /api/ (turns_app.execution): the run body
-becomes a turn request, the thread's session is found (or made), and the
-protocol's options — assistant, checkpoint, multitask strategy — become the
-claim's options. Also: the Run object, and waiting for a run's outcome.
+becomes a turn request (run_input.py), the thread's session is found (or
+made), and the protocol's options — assistant, checkpoint, multitask
+strategy, stream modes — become the turn's. Also: waiting for a run's
+outcome. The Run objects are run_records.py's.
 """
 
 from __future__ import annotations
@@ -17,45 +18,26 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from pydantic import ValidationError
 
 from core.asyncdb import db
-from core.errors import (
-    SessionBusy,
-    SessionExists,
-    SessionNotFound,
-    TurnCommitted,
-    TurnNotFound,
-    ValidationFailed,
-)
-from core.http.bodies import validation_failed
+from core.errors import SessionBusy, SessionExists, SessionNotFound, TurnCommitted, TurnNotFound, ValidationFailed
+from core.http.errors import run_error
+from langgraph_app import threads
+from langgraph_app.errors import not_supported, run_not_found, thread_busy, thread_not_found
+from langgraph_app.ids import CheckpointRef, assistant_id, graph_of_assistant
+from langgraph_app.run_input import ResumeNeedsThread, RunBody, check_options, message_request, wanted_ref
 from sessions_app import selectors as sessions
 from sessions_app import services as session_services
 from turns_app.events import replay_from
 from turns_app.execution import TurnRun, start_turn
-from turns_app.graph_step import REQUEST_OPTIONS
-from langgraph_app import threads
-from langgraph_app.errors import not_supported, run_error, run_not_found, thread_busy, thread_not_found
-from langgraph_app.ids import CheckpointRef, assistant_id, graph_of_assistant, parse_checkpoint_id
-from langgraph_app.schemas import RunCreateStateful, RunCreateStateless
-
-RunBody = RunCreateStateful | RunCreateStateless
-from turns_app.models import AgentTurn
-from turns_app.schemas import ChatIn
 from turns_app.services import check_idempotency_key, turn_cancel
-from turns_app.types import TERMINAL_EVENTS, Replay, StartFrom, TurnEvent
+from turns_app.types import REQUEST_OPTIONS, TERMINAL_EVENTS, Replay, StartFrom, TurnEvent
 
 logger = logging.getLogger(__name__)
 
 # An id past any event's: following from it yields only the final event.
 ONLY_THE_END = 2**62
-HUMAN_ROLES = frozenset({"human", "user"})
 _background: set[asyncio.Future] = set()
-
-
-class ResumeNeedsThread(ValidationFailed):
-    status = 400
-    default_message = "You must provide a thread_id when resuming."
 
 
 @dataclass
@@ -109,82 +91,6 @@ class StartedRun:
             logger.exception("could not delete the thread of stateless run %s", self.run_id)
 
 
-# --- the run body -> a turn request ------------------------------------------------------------
-
-
-def _text_of(content: Any) -> str:
-    """A message's content: a string, or content blocks whose text blocks are
-    joined with newlines. Other blocks (images, files) are refused."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise ValidationFailed("input.messages[0].content must be a string or a list of content blocks")
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        else:
-            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
-            raise not_supported(f"a content block of type {str(kind)[:40]!r} (only text blocks are)")
-    return "\n".join(parts)
-
-
-def message_request(raw_input: Any) -> dict[str, Any]:
-    """`{"messages": [one human message], <request options>}` as the turn
-    request /api/ would make of the same text."""
-    if not isinstance(raw_input, dict):
-        raise ValidationFailed('input must be an object such as {"messages": [{"role": "user", "content": "…"}]}')
-    unknown = sorted(set(raw_input) - {"messages", *REQUEST_OPTIONS})
-    if unknown:
-        raise not_supported(f"input.{unknown[0][:40]} (a run's input is the new message in input.messages)")
-    messages = raw_input.get("messages")
-    if isinstance(messages, (dict, str)):
-        messages = [messages]
-    if not isinstance(messages, list) or len(messages) != 1:
-        raise ValidationFailed("input.messages must hold exactly one message: the user's new one")
-    message = messages[0]
-    if isinstance(message, str):
-        text = message
-    elif isinstance(message, dict) and (message.get("role") or message.get("type")) in HUMAN_ROLES:
-        text = _text_of(message.get("content"))
-    else:
-        raise not_supported("an input message that is not the user's (role user / type human)")
-    options = {k: raw_input[k] for k in REQUEST_OPTIONS if k in raw_input}
-    try:
-        chat = ChatIn.model_validate({"text": text, **options})
-    except ValidationError as exc:
-        raise validation_failed([{**e, "loc": ("input", *e["loc"])} for e in exc.errors()]) from None
-    return chat.canonical()
-
-
-def _check_options(body: RunBody) -> None:
-    """Options we cannot honour are refused, never silently dropped."""
-    if body.interrupt_before or body.interrupt_after:
-        raise not_supported("interrupt_before / interrupt_after")
-    if body.webhook:
-        raise not_supported("webhook")
-    if body.after_seconds:
-        raise not_supported("after_seconds")
-    if body.command is not None and (body.command.goto is not None or body.command.update is not None):
-        raise not_supported("command.goto / command.update (command.resume is)")
-    checkpoint = getattr(body, "checkpoint", None)
-    if checkpoint is not None and checkpoint.checkpoint_ns:
-        raise not_supported("a subgraph checkpoint (checkpoint_ns)")
-
-
-def _wanted_ref(body: RunBody) -> CheckpointRef | None:
-    raw = getattr(body, "checkpoint_id", None)
-    checkpoint = getattr(body, "checkpoint", None)
-    if checkpoint is not None and checkpoint.checkpoint_id:
-        raw = checkpoint.checkpoint_id
-    if raw is None:
-        return None
-    ref = parse_checkpoint_id(raw)
-    if ref is None:
-        raise ValidationFailed(f"checkpoint_id {raw[:80]!r} is not a checkpoint of this server")
-    return ref
 
 
 def start_point(*, owner: str, key: str, ref: CheckpointRef) -> tuple[StartFrom, dict[str, Any] | None]:
@@ -248,12 +154,12 @@ async def start_run(
     serialized and stored for no one."""
     stateless = key is None
     graph = graph_of_assistant(body.assistant_id)
-    _check_options(body)
+    check_options(body)
     idempotency_key = check_idempotency_key(idempotency_key)
     resume = body.command is not None and "resume" in body.command.model_fields_set
     if stateless and resume:
         raise ResumeNeedsThread()
-    ref = _wanted_ref(body)
+    ref = wanted_ref(body)
     modes = body.stream_modes if streamed or "stream_mode" in body.model_fields_set else []
     protocol = {"assistant_id": body.assistant_id, "stream_mode": modes}
     if body.metadata:
@@ -361,77 +267,4 @@ async def wait_for(run: StartedRun) -> dict[str, Any]:
     except asyncio.CancelledError:
         await run.client_gone()
         raise
-
-
-# --- the Run object ----------------------------------------------------------------------------
-
-STATUS_OF_ERROR = {"turn_cancelled": "interrupted", "model_timeout": "timeout"}
-
-
-def run_status(turn: AgentTurn) -> str:
-    """LangGraph's run status: a run that paused on an interrupt succeeded
-    (its thread is `interrupted`); a cancelled one is `interrupted`."""
-    if turn.status == AgentTurn.Status.PENDING:
-        return "running"
-    if turn.status == AgentTurn.Status.ABORTED:
-        return STATUS_OF_ERROR.get((turn.error or {}).get("code"), "error")
-    return "success"
-
-
-def run_json(key: str, turn: AgentTurn) -> dict[str, Any]:
-    protocol = turn.request.get("protocol") or {}
-    if "resume" in turn.request:
-        kwargs_input, command = None, {"resume": turn.request["resume"]}
-    else:
-        kwargs_input, command = {"messages": [{"type": "human", "content": turn.request.get("text", "")}]}, None
-    return {
-        "run_id": str(turn.id),
-        "thread_id": key,
-        "assistant_id": protocol.get("assistant_id") or assistant_id(turn.graph),
-        "created_at": threads.iso(turn.created_at),
-        "updated_at": threads.iso(turn.finished_at or turn.created_at),
-        "status": run_status(turn),
-        "metadata": protocol.get("metadata") or {},
-        "multitask_strategy": "enqueue",
-        "kwargs": {
-            "input": kwargs_input,
-            "command": command,
-            "stream_mode": protocol.get("stream_mode") or [],
-            "config": {},
-            "context": {},
-        },
-    }
-
-
-def run_list(*, owner: str, key: str, limit: int, offset: int, status: str | None) -> list[dict[str, Any]]:
-    """The thread's runs in its current epoch, newest first."""
-    session = threads.thread_of(owner=owner, key=key)
-    turns = AgentTurn.objects.filter(session=session, epoch=session.epoch).order_by("-number")
-    out = [run_json(key, t) for t in turns.defer("messages", "result", "values")]
-    if status is not None:
-        out = [r for r in out if r["status"] == status]
-    return out[offset : offset + limit]
-
-
-def run_get(*, owner: str, key: str, run_id: UUID) -> dict[str, Any]:
-    session = threads.thread_of(owner=owner, key=key)
-    turn = AgentTurn.objects.filter(pk=run_id, session=session, epoch=session.epoch).first()
-    if turn is None:
-        raise run_not_found(run_id)
-    return run_json(key, turn)
-
-
-def run_cancel(*, owner: str, key: str, run_id: UUID) -> None:
-    threads.thread_of(owner=owner, key=key)
-    try:
-        turn_cancel(owner=owner, key=key, turn_id=run_id)
-    except TurnNotFound:
-        raise run_not_found(run_id) from None
-
-
-def parse_run_id(raw: str) -> UUID:
-    try:
-        return UUID(raw)
-    except ValueError:
-        raise run_not_found(raw[:80]) from None
 

@@ -1,6 +1,6 @@
 """A turn's event log as the protocol's SSE stream: `metadata` first (our
 `turn` event), the stream modes the client asked for (logged by the graph
-step for protocol runs, turns_app.stream_parts), `end` last (our `done`,
+step for protocol runs, turns_app.types.EVENT_OF_MODE), `end` last (our `done`,
 so only after the commit) or `error` instead. The ids are the log's, so
 they rise strictly and a client resumes with Last-Event-ID from any
 process; our own events (delta, fields, tool calls) are left out."""
@@ -14,9 +14,9 @@ from typing import Any
 from uuid import UUID
 
 from core.errors import ValidationFailed
-from langgraph_app.errors import run_error
-from turns_app.stream_parts import EVENT_OF_MODE, dumps
-from turns_app.types import TurnEvent
+from core.http.errors import run_error
+from turns_app.native_json import dumps
+from turns_app.types import EVENT_OF_MODE, TurnEvent
 
 LAST_EVENT_ID_MAX_DIGITS = 18
 

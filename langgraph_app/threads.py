@@ -1,6 +1,7 @@
 """Threads are sessions, checkpoints are committed states: the protocol's
-Thread, ThreadState and history, read from a session and its turns. Sync
-(ORM); async callers go through `core.asyncdb.db`.
+Thread, ThreadState and history, read from a session and its turns. Sync (they
+read through turns_app's and sessions_app's selectors); async callers go
+through `core.asyncdb.db`.
 
 A session's history in the protocol's terms, per epoch: the start; for each
 finished turn, the state just before its reply (its user message added —
@@ -16,7 +17,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -24,19 +25,16 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from langchain_core.messages import HumanMessage
 
-from graphs.runtime.registry import FIELDS, FORM, MESSAGES, STAGE, build_graph, shape_of
 from core.errors import SessionNotFound
-from sessions_app import selectors as sessions
-from turns_app.history import chain_messages
+from graphs.runtime.registry import FIELDS, FORM, MESSAGES, STAGE, build_graph, shape_of
 from langgraph_app.errors import run_not_found, thread_not_found
 from langgraph_app.ids import CheckpointRef, assistant_id
-from turns_app.models import AgentTurn
-from turns_app.stream_parts import message_json
+from sessions_app import selectors as sessions
+from sessions_app.selectors import AgentSession
+from turns_app import selectors as turn_selectors
+from turns_app.native_json import message_json
+from turns_app.selectors import AgentTurn
 
-if TYPE_CHECKING:
-    from sessions_app.models import AgentSession
-
-FINISHED = (AgentTurn.Status.COMMITTED, AgentTurn.Status.INTERRUPTED)
 SOURCE = {"start": "input", "input": "input", "after": "loop", "now": "update"}
 # The node LangGraph reports a paused run waiting in; the interrupt itself
 # does not say which node raised it, and reading the paused checkpoint
@@ -88,11 +86,7 @@ class State:
 
 
 def finished_turns(session: AgentSession) -> list[AgentTurn]:
-    return list(
-        AgentTurn.objects.filter(session=session, epoch=session.epoch, status__in=FINISHED)
-        .defer("messages", "result", "effects")
-        .order_by("number")
-    )
+    return turn_selectors.turn_list_finished(session=session)
 
 
 def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
@@ -167,7 +161,7 @@ def _business(session: AgentSession, turn: AgentTurn | None) -> tuple[dict[str, 
 
 def _messages(turn_id: UUID | None) -> list[dict[str, Any]]:
     out = []
-    for _, stored in chain_messages(turn_id):
+    for stored in turn_selectors.message_list(head_turn_id=turn_id):
         data = dict(stored.get("data") or {})
         data.setdefault("type", stored.get("type"))
         out.append(data)

@@ -44,7 +44,9 @@ WIRING = {
 # admin and the app's internal steps stay behind these.
 PUBLIC = {
     "sessions_app": {"services", "selectors", "schemas", "auth", "signals", "admin"},
-    "turns_app": {"services", "selectors", "schemas", "types", "events", "execution", "admin"},
+    # native_json: LangGraph values as JSON, one form for what the graph step
+    # logs and what the Agent Protocol answers.
+    "turns_app": {"services", "selectors", "schemas", "types", "events", "execution", "native_json", "admin"},
 }
 MAX_LINES = 400
 

@@ -38,15 +38,13 @@ from graphs.runtime.run_checkpoints import RunCheckpoints
 from core.errors import StateLost
 from turns_app import faults, history
 from turns_app.stream_parts import NativeParts
-from turns_app.types import Claim, Outcome
+from turns_app.types import REQUEST_OPTIONS, Claim, Outcome
 
 logger = logging.getLogger(__name__)
 
 Emit = Callable[[str, dict[str, Any] | str], Awaitable[None]]  # data: a dict, or JSON text
 
 STAGE_MAX_LENGTH = 64
-# Request options passed to a graph whose input has a channel of that name.
-REQUEST_OPTIONS = ("client_mode", "need_form_update")
 # Channels the protocol itself fills or reads: not carried as "other values".
 NOT_CARRIED = frozenset({MESSAGES, FIELDS, STAGE, FORM})
 
@@ -179,7 +177,7 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
     final: dict[str, Any] = {}
     interrupts: list[dict[str, Any]] = []
     streamed_any = False
-    native = NativeParts(claim.request, emit)  # a protocol run's own stream modes
+    native = NativeParts(claim.stream_modes, emit)  # a protocol run's own stream modes
     saver.begin(thread_id, fresh=not claim.resume)
     try:
         with effects.running(context):

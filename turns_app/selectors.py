@@ -6,12 +6,16 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from django.db import connection
 from django.db.models import Count
 
 from core.errors import TurnNotFound
-from sessions_app.selectors import session_get
+from sessions_app.selectors import AgentSession, session_get
 from turns_app import history
-from turns_app.models import AgentTurn, AgentTurnEvent
+
+# AgentTurn is also the type of what these reads return: the apps above name
+# it (and its Status) from here, never from turns_app.models.
+from turns_app.models import FINISHED, AgentTurn, AgentTurnEvent
 from turns_app.types import TurnEvent
 
 
@@ -19,6 +23,31 @@ def turn_list(*, owner: str, key: str) -> list[AgentTurn]:
     """The current epoch's turns, oldest first."""
     session = session_get(owner=owner, key=key)
     return list(AgentTurn.objects.filter(session=session, epoch=session.epoch).order_by("number"))
+
+
+def turn_list_finished(*, session: AgentSession) -> list[AgentTurn]:
+    """The current epoch's committed and interrupted turns, oldest first,
+    without their messages, result and effects (the protocol's states)."""
+    turns = AgentTurn.objects.filter(session=session, epoch=session.epoch, status__in=FINISHED)
+    return list(turns.defer("messages", "result", "effects").order_by("number"))
+
+
+def turn_list_newest_first(*, session: AgentSession) -> list[AgentTurn]:
+    """The current epoch's turns, newest first, without their messages,
+    result and values (the protocol's runs)."""
+    turns = AgentTurn.objects.filter(session=session, epoch=session.epoch)
+    return list(turns.defer("messages", "result", "values").order_by("-number"))
+
+
+def turn_in_epoch(*, session: AgentSession, turn_id: UUID) -> AgentTurn | None:
+    """A turn of the session's current epoch, or None."""
+    return AgentTurn.objects.filter(pk=turn_id, session=session, epoch=session.epoch).first()
+
+
+def message_list(*, head_turn_id: UUID | None) -> list[dict[str, Any]]:
+    """The stored messages (message_to_dict) of the conversation up to
+    `head_turn_id`, oldest first."""
+    return [message for _, message in history.chain_messages(head_turn_id)]
 
 
 def transcript(*, owner: str, key: str) -> list[dict[str, Any]]:
@@ -122,3 +151,9 @@ def turn_events_after(*, turn_id: UUID, after: int) -> LoggedEvents:
     if isinstance(last, AgentTurnEvent):
         last = TurnEvent(last.seq, last.event, last.data)
     return LoggedEvents(events, last, False)
+
+
+def database_answers() -> None:
+    """Raises unless the database answers a trivial query (a liveness probe)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")

@@ -3,8 +3,8 @@ Agent Protocol (langgraph_app).
 
 A protocol client asks for stream modes (`values`, `updates`,
 `messages-tuple`, `custom`) whose chunks are LangGraph-native: full state
-snapshots, node updates, message chunks with their metadata. A protocol run's
-request names the modes it wants (`request["protocol"]["stream_mode"]`); the
+snapshots, node updates, message chunks with their metadata. The claim
+carries the modes a run wants (`Claim.stream_modes`, from its request); the
 graph step hands each part to `NativeParts`, which logs it as an event of the
 same name in the turn's one id sequence — so a protocol stream can be resumed
 from any process with Last-Event-ID like every other event. /api/ turns ask
@@ -13,54 +13,22 @@ for none: no `values` snapshot per step is serialized or stored for them.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langchain_core.messages import BaseMessage
-from langgraph.types import Interrupt
-from pydantic import BaseModel
+from turns_app.native_json import dumps
+from turns_app.types import EVENT_OF_MODE, NATIVE_EVENTS
 
-# Protocol stream mode -> the event name it is logged (and sent) as.
-EVENT_OF_MODE = {"values": "values", "updates": "updates", "messages-tuple": "messages", "custom": "custom"}
-EVENTS = frozenset(EVENT_OF_MODE.values())
-# A value with no JSON form is shown as its repr, cut to this length.
-REPR_MAX = 200
-
+# The events native parts are logged as (the execution treats them like deltas).
+EVENTS = NATIVE_EVENTS
 Emit = Callable[[str, Any], Awaitable[None]]
-
-
-def dumps(value: Any) -> str:
-    """JSON text the way LangGraph's server writes its chunks: messages and
-    other pydantic models as `model_dump()`, interrupts as {"value", "id"}."""
-    return json.dumps(value, default=_default, ensure_ascii=False, separators=(",", ":"))
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, Interrupt):
-        return {"value": value.value, "id": value.id}
-    if isinstance(value, BaseModel):  # BaseMessage included
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    return repr(value)[:REPR_MAX]
-
-
-def requested_modes(request: dict[str, Any]) -> frozenset[str]:
-    """The protocol stream modes a turn's request asked to be logged."""
-    protocol = request.get("protocol")
-    modes = protocol.get("stream_mode") if isinstance(protocol, dict) else None
-    return frozenset(m for m in modes or () if m in EVENT_OF_MODE)
 
 
 class NativeParts:
     """Logs the parts of `graph.astream(..., version="v2")` a protocol run asked for."""
 
-    def __init__(self, request: dict[str, Any], emit: Emit) -> None:
-        self.events = frozenset(EVENT_OF_MODE[m] for m in requested_modes(request))
+    def __init__(self, modes: frozenset[str], emit: Emit) -> None:
+        self.events = frozenset(EVENT_OF_MODE[m] for m in modes)
         self.emit = emit
 
     @property
@@ -94,6 +62,3 @@ class NativeParts:
             data = {**data, "__interrupt__": list(part["interrupts"])}
         await self.emit(event, dumps(data))
 
-
-def message_json(message: BaseMessage) -> dict[str, Any]:
-    return json.loads(dumps(message))

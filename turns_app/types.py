@@ -8,6 +8,26 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+# A turn request's options beside its text (ChatIn's), which the graph step
+# passes to graphs that have such input channels.
+REQUEST_OPTIONS = ("client_mode", "need_form_update")
+
+# The Agent Protocol's stream modes the graph step can log for a run, and
+# the event each is logged (and sent) as (docs/agent-protocol.md, "Streams and errors").
+EVENT_OF_MODE = {"values": "values", "updates": "updates", "messages-tuple": "messages", "custom": "custom"}
+NATIVE_EVENTS = frozenset(EVENT_OF_MODE.values())
+NO_STREAM_MODES: frozenset[str] = frozenset()
+
+
+def stream_modes_of(request: dict[str, Any]) -> frozenset[str]:
+    """The protocol stream modes a turn's request asks to be logged
+    (`request["protocol"]["stream_mode"]`); /api/ requests name none."""
+    protocol = request.get("protocol")
+    if protocol is None:
+        return NO_STREAM_MODES
+    modes = protocol.get("stream_mode") if isinstance(protocol, dict) else None
+    return frozenset(m for m in modes or () if m in EVENT_OF_MODE)
+
 
 def checkpoint_thread_id(session_id: Any, epoch: int, turn_id: Any) -> str:
     """Each turn runs on its own checkpoint thread, seeded with the committed
@@ -38,7 +58,7 @@ class StartFrom:
 class Claim:
     """What a run needs, copied out of the locked rows."""
 
-    first_event: "TurnEvent"  # `turn`, written with the claim
+    first_event: TurnEvent  # `turn`, written with the claim
     turn_id: UUID
     session_id: UUID
     epoch: int
@@ -55,6 +75,9 @@ class Claim:
     head_values: dict[str, Any]
     # For a resume: the pending interrupt it answers ({"turn_id", "thread_id", "interrupts"}).
     interrupt: dict[str, Any] | None = None
+    # The protocol stream modes the graph step logs as events (EVENT_OF_MODE);
+    # none for /api/ turns, whose steps then serialize no snapshots.
+    stream_modes: frozenset[str] = NO_STREAM_MODES
 
     @property
     def resume(self) -> bool:

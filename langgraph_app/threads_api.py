@@ -1,0 +1,230 @@
+"""The protocol's thread endpoints: threads are sessions (created, searched,
+patched, copied, deleted through sessions_app's and turns_app's services),
+their states and history are read by threads.py."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from ninja import Router
+
+from core.asyncdb import db, retry_while_busy
+from core.errors import SessionExists, SessionNotFound, TurnCommitted, ValidationFailed, VersionConflict
+from langgraph_app import threads
+from langgraph_app.errors import not_supported, thread_not_found
+from langgraph_app.ids import CheckpointRef, parse_checkpoint_id
+from langgraph_app.params import page, select
+from langgraph_app.schemas import (
+    ThreadCountRequest,
+    ThreadCreate,
+    ThreadPatch,
+    ThreadSearchRequest,
+    ThreadStateCheckpointRequest,
+    ThreadStateSearch,
+    ThreadStateUpdate,
+)
+from sessions_app import selectors as sessions
+from sessions_app import services as session_services
+from turns_app import services as turn_services
+
+threads_router = Router(tags=["Threads"])
+
+
+def _create_thread(owner: str, payload: ThreadCreate) -> dict[str, Any]:
+    if payload.ttl is not None:
+        raise not_supported("ttl")
+    if payload.supersteps:
+        raise not_supported("supersteps")
+    key = payload.thread_id or str(uuid.uuid4())
+    metadata = payload.metadata or {}
+    graph = metadata.get("graph_id") if metadata.get("graph_id") in settings.AGENT_GRAPHS else None
+    try:
+        session = session_services.session_create(owner=owner, key=key, metadata=metadata, graph=graph)
+    except SessionExists:
+        if payload.if_exists != "do_nothing":
+            raise SessionExists(f"Thread {key} already exists") from None
+        session = sessions.session_get(owner=owner, key=key)
+    return threads.thread_json(session)
+
+
+@threads_router.post("/threads", summary="Create a thread (a session)")
+async def create_thread(request: HttpRequest, payload: ThreadCreate):
+    return await db(_create_thread, owner=request.auth.owner, payload=payload)
+
+
+def _search(owner: str, payload: ThreadSearchRequest | ThreadCountRequest, limit: int, offset: int):
+    if payload.values:
+        raise not_supported("a values filter")
+    if getattr(payload, "extract", None):
+        raise not_supported("extract")
+    if payload.status == "error":
+        return [], 0  # a failed run commits nothing: no thread is ever in error
+    sort_by = getattr(payload, "sort_by", None)
+    if sort_by == "status":
+        raise not_supported("sort_by status")
+    order = {"thread_id": "key", None: "updated_at"}.get(sort_by, sort_by)
+    found, total = sessions.session_search(
+        owner=owner,
+        metadata=payload.metadata,
+        keys=getattr(payload, "ids", None),
+        state=payload.status,
+        order_by=order,
+        descending=getattr(payload, "sort_order", None) != "asc",
+        limit=limit,
+        offset=offset,
+    )
+    fields = getattr(payload, "select", None)
+    with_values = not fields or "values" in fields
+    return [select(threads.thread_json(s, with_values=with_values), fields) for s in found], total
+
+
+@threads_router.post("/threads/search", summary="Search your threads (metadata: top-level keys equal)")
+async def search_threads(request: HttpRequest, payload: ThreadSearchRequest, response: HttpResponse):
+    found, total = await db(_search, owner=request.auth.owner, payload=payload, limit=payload.limit, offset=payload.offset)
+    response["X-Pagination-Total"] = str(total)
+    if payload.offset + len(found) < total:
+        response["X-Pagination-Next"] = str(payload.offset + payload.limit)
+    return found
+
+
+@threads_router.post("/threads/count")
+async def count_threads(request: HttpRequest, payload: ThreadCountRequest):
+    _, total = await db(_search, owner=request.auth.owner, payload=payload, limit=1, offset=0)
+    return total
+
+
+@threads_router.get("/threads/{thread_id}", summary="A thread: metadata, status, current values")
+async def get_thread(request: HttpRequest, thread_id: str):
+    return await db(threads.thread_get, owner=request.auth.owner, key=thread_id)
+
+
+def _patch(owner: str, key: str, payload: ThreadPatch) -> dict[str, Any]:
+    if payload.ttl is not None:
+        raise not_supported("ttl")
+    try:
+        session = session_services.session_merge_metadata(owner=owner, key=key, metadata=payload.metadata or {})
+    except SessionNotFound:
+        raise thread_not_found(key) from None
+    return threads.thread_json(session)
+
+
+@threads_router.patch("/threads/{thread_id}", summary="Merge metadata into a thread")
+async def patch_thread(request: HttpRequest, thread_id: str, payload: ThreadPatch):
+    sessions.check_session_key(thread_id)
+    thread = await db(_patch, owner=request.auth.owner, key=thread_id, payload=payload)
+    if "return=minimal" in (request.headers.get("Prefer") or ""):
+        return HttpResponse(status=204)
+    return thread
+
+
+@threads_router.delete("/threads/{thread_id}", summary="Delete a thread: purge, keep a tombstone (204)")
+async def delete_thread(request: HttpRequest, thread_id: str):
+    try:
+        await db(session_services.session_delete_for_owner, owner=request.auth.owner, key=thread_id)
+    except SessionNotFound:
+        raise thread_not_found(thread_id) from None
+    return HttpResponse(status=204)
+
+
+def _copy(owner: str, key: str) -> dict[str, Any]:
+    session = threads.thread_of(owner=owner, key=key)
+    if session.interrupt is not None:
+        raise TurnCommitted("a thread waiting on an interrupt cannot be copied: resume it first")
+    copy = turn_services.session_fork(owner=owner, key=key, turn_id=session.head_turn_id, new_key=str(uuid.uuid4()))
+    return threads.thread_json(copy)
+
+
+@threads_router.post("/threads/{thread_id}/copy", summary="A new thread with this one's history")
+async def copy_thread(request: HttpRequest, thread_id: str):
+    return await db(_copy, owner=request.auth.owner, key=thread_id)
+
+
+def _ref(raw: Any) -> CheckpointRef:
+    if isinstance(raw, dict):
+        raw = raw.get("checkpoint_id") or (raw.get("configurable") or {}).get("checkpoint_id")
+    ref = parse_checkpoint_id(raw)
+    if ref is None:
+        raise ValidationFailed(f"{str(raw)[:80]!r} is not a checkpoint id of this server")
+    return ref
+
+
+@threads_router.get("/threads/{thread_id}/state", summary="The thread's current state")
+async def get_state(request: HttpRequest, thread_id: str):
+    return await db(threads.thread_state, owner=request.auth.owner, key=thread_id)
+
+
+@threads_router.post("/threads/{thread_id}/state/checkpoint", summary="The state at a checkpoint")
+async def post_state_at(request: HttpRequest, thread_id: str, payload: ThreadStateCheckpointRequest):
+    if payload.checkpoint.checkpoint_ns:
+        raise not_supported("a subgraph checkpoint (checkpoint_ns)")
+    ref = _ref(payload.checkpoint.checkpoint_id) if payload.checkpoint.checkpoint_id else None
+    return await db(threads.thread_state, owner=request.auth.owner, key=thread_id, ref=ref)
+
+
+@threads_router.get("/threads/{thread_id}/state/{checkpoint_id}", summary="The state at a checkpoint")
+async def get_state_at(request: HttpRequest, thread_id: str, checkpoint_id: str):
+    return await db(threads.thread_state, owner=request.auth.owner, key=thread_id, ref=_ref(checkpoint_id))
+
+
+def _expected_version(owner: str, key: str, ref: CheckpointRef | None) -> int:
+    session = threads.thread_of(owner=owner, key=key)
+    if ref is None:
+        return session.version
+    # A state of another epoch can never be current; -1 matches no version.
+    return ref.version if ref.epoch == session.epoch else -1
+
+
+@threads_router.post("/threads/{thread_id}/state", summary="Set the thread's business fields")
+async def update_state(request: HttpRequest, thread_id: str, payload: ThreadStateUpdate):
+    if payload.as_node:
+        raise not_supported("as_node")
+    values = payload.values
+    if not isinstance(values, dict) or set(values) != {"fields"} or not isinstance(values["fields"], dict):
+        raise not_supported('a state update other than {"fields": {…}}')
+    raw = payload.checkpoint.checkpoint_id if payload.checkpoint is not None else payload.checkpoint_id
+    ref = _ref(raw) if raw else None
+    owner = request.auth.owner
+    sessions.check_session_key(thread_id)
+    expected = await db(_expected_version, owner=owner, key=thread_id, ref=ref)
+    try:
+        await retry_while_busy(
+            session_services.session_set_fields, owner=owner, key=thread_id, values=values["fields"], expected_version=expected
+        )
+    except VersionConflict as conflict:
+        raise VersionConflict("the thread is no longer at that checkpoint", details=conflict.details) from None
+    state = await db(threads.thread_state, owner=owner, key=thread_id)
+    return {"checkpoint": state["checkpoint"]}
+
+
+def _before(raw: Any) -> CheckpointRef | None:
+    return None if raw in (None, "") else _ref(raw)
+
+
+@threads_router.post("/threads/{thread_id}/history", summary="The thread's states, newest first")
+async def post_history(request: HttpRequest, thread_id: str, payload: ThreadStateSearch):
+    if payload.checkpoint is not None and payload.checkpoint.checkpoint_ns:
+        return []  # no subgraphs, so no states in a subgraph namespace
+    return await db(
+        threads.thread_history,
+        owner=request.auth.owner,
+        key=thread_id,
+        limit=payload.limit,
+        before=_before(payload.before),
+        metadata=payload.metadata,
+    )
+
+
+@threads_router.get("/threads/{thread_id}/history", summary="The thread's states, newest first")
+async def get_history(request: HttpRequest, thread_id: str):
+    limit, _ = page(request)
+    return await db(
+        threads.thread_history,
+        owner=request.auth.owner,
+        key=thread_id,
+        limit=limit,
+        before=_before(request.GET.get("before")),
+        metadata=None,
+    )
