@@ -41,6 +41,11 @@ def display_value(value: Any) -> str:
 WHEN_FORMAT = "Y-m-d H:i:s"
 
 
+# Longer session keys are cut with "…" in lists (whole in the tooltip and on
+# the page): the session list's and the turn list's key columns.
+KEY_CHARS = 40
+
+
 def clipped(value: str | None, limit: int) -> str:
     """A long value cut to `limit` characters with "…", whole in the tooltip:
     a 255-character session key must not widen a list past the screen."""

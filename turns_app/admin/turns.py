@@ -1,6 +1,6 @@
 """Turns in the admin: a read-only inline on the session page and a read-only
-turn page. Turns are written by the turn protocol only (DESIGN.md); nothing
-here can add, change or delete one."""
+turn page. Turns are written by the turn protocol only
+(docs/turn-protocol.md); nothing here can add, change or delete one."""
 
 from __future__ import annotations
 
@@ -11,14 +11,12 @@ from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
 from django.utils.html import format_html
 
-from core.admin_display import clipped, light_changelist, pretty_json, pretty_json_text, scrub, when
+from core.admin_display import KEY_CHARS, clipped, light_changelist, pretty_json, pretty_json_text, scrub, when
 from turns_app.models import AgentTurn
 
 # The inline shows this many turns, newest first; the turn list has them all.
 INLINE_TURNS_SHOWN = 100
 DIGEST_PREFIX_CHARS = 12
-# Longer keys are cut with "…" in lists (whole in the tooltip and on the page).
-KEY_CHARS = 40
 IDEMPOTENCY_KEY_CHARS = 24
 
 
@@ -47,7 +45,6 @@ def error_summary(error: Any) -> str:
     if isinstance(error, dict):
         return f"{error.get('code', '?')}: {error.get('message', '')}"
     return str(error)
-
 
 
 class _ReadOnly:

@@ -1,12 +1,17 @@
 """The operator's session admin: find a session, read what happened in it,
-set its fields, delete it.
+set its fields, delete it (docs/operations.md, "Admin").
 
-It lives in turns_app, not sessions_app, because a session's page is mostly
-its turns (the inline, the transcript, the checkpoint storage). Business rows
-are never edited by hand: fields change only through `session_set_fields`
-(version-conditional like the API), and deletes go through `session_delete`
-for the delete page *and* the bulk action. Each of those services runs its
-own durable transaction, so the views that call them must not open one.
+Business rows are never edited by hand: fields change only through
+`session_set_fields` (the "Set fields" tool, `set_fields.py`), and deletes go
+through `session_delete` for the delete page *and* the bulk action; it
+signals `session_deleting`, on which turns_app purges the session's turns.
+Each of those services runs its own durable transaction, so the views that
+call them must not open one.
+
+A session's page is mostly its turns, which live in turns_app, above this
+app: the inline, the turn links, the transcript, the checkpoint storage and
+the delete pages' counts come from the `SessionTurns` that turns_app's admin
+registers (`session_turns.py` says why a slot).
 """
 
 from __future__ import annotations
@@ -15,16 +20,14 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
-from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat, linebreaksbr, pluralize
-from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from core.admin_display import (
+    KEY_CHARS,
     clipped,
     display_value,
     html_table,
@@ -33,15 +36,11 @@ from core.admin_display import (
     scrub,
     when,
 )
-from core.errors import ApiError, InvalidFields, VersionConflict
+from sessions_app.admin.filters import GraphFilter, LiveFilter, OwnerFilter, StageFilter
+from sessions_app.admin.session_turns import session_turns
+from sessions_app.admin.set_fields import SetFieldsAdmin
 from sessions_app.models import AgentSession
-from sessions_app.services import session_delete, session_set_fields
-from turns_app.admin.filters import GraphFilter, LiveFilter, OwnerFilter, StageFilter
-from turns_app.admin.forms import SetFieldsForm
-from turns_app.admin.turns import KEY_CHARS, AgentTurnInline, turn_link_by_id
-from turns_app.checkpoint_tables import thread_storage
-from turns_app.history import transcript
-from turns_app.selectors import turn_counts
+from sessions_app.services import session_delete
 
 
 def _shown_message(message: dict) -> str:
@@ -49,13 +48,8 @@ def _shown_message(message: dict) -> str:
     return f"{message['content']}\n[tool calls: {calls}]" if calls else message["content"]
 
 
-def session_storage(session: AgentSession) -> dict[str, int]:
-    """Checkpoint rows and bytes of every thread of this session (all epochs)."""
-    return thread_storage(f"{session.id}:")
-
-
 @admin.register(AgentSession)
-class AgentSessionAdmin(admin.ModelAdmin):
+class AgentSessionAdmin(SetFieldsAdmin):
     list_display = (
         "session_key",
         "owner",
@@ -79,7 +73,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
     list_select_related = False
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
-    inlines = (AgentTurnInline,)
+    # The turn inline is turns_app's: see get_inlines.
     delete_confirmation_template = "admin/sessions_app/agentsession/delete_confirmation.html"
     delete_selected_confirmation_template = (
         "admin/sessions_app/agentsession/delete_selected_confirmation.html"
@@ -123,11 +117,6 @@ class AgentSessionAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False
 
-    def has_set_fields_permission(self, request) -> bool:
-        """Setting fields through the service needs the model's change
-        permission, although the page itself is never an edit form."""
-        return request.user.has_perm(f"{self.opts.app_label}.change_{self.opts.model_name}")
-
     # -- list columns ----------------------------------------------------------------------
 
     @admin.display(description="key", ordering="key")
@@ -167,9 +156,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
     def active_turn(self, session: AgentSession) -> str:
         if not session.active_turn_id:
             return "—"
-        return format_html(
-            "{} (lease until {})", turn_link_by_id(session.active_turn_id), when(session.lease_expires_at)
-        )
+        link = session_turns().turn_link(session.active_turn_id)
+        return format_html("{} (lease until {})", link, when(session.lease_expires_at))
 
     @admin.display(description="fields")
     def fields_table(self, session: AgentSession) -> str:
@@ -212,7 +200,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="messages")
     def transcript(self, session: AgentSession) -> str:
-        messages_ = scrub(transcript(session.head_turn_id))
+        messages_ = scrub(session_turns().transcript(session))
         if not messages_:
             return format_html('<p class="agentsite-empty">{}</p>', "No committed messages.")
         items = format_html_join(
@@ -234,7 +222,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
     def head_turn(self, session: AgentSession) -> str:
         if not session.head_turn_id:
             return "— (the start)"
-        return turn_link_by_id(session.head_turn_id)
+        return session_turns().turn_link(session.head_turn_id)
 
     @admin.display(description="waiting for")
     def pending_interrupt(self, session: AgentSession) -> str:
@@ -247,7 +235,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="storage")
     def checkpoint_storage(self, session: AgentSession) -> str:
-        storage = session_storage(session)
+        storage = session_turns().checkpoint_storage(session)
         return format_html(
             "{} row{}, {} in the checkpointer's tables (threads <code>{}:*</code>)",
             storage["rows"],
@@ -260,6 +248,9 @@ class AgentSessionAdmin(admin.ModelAdmin):
     def metadata_json(self, session: AgentSession) -> str:
         return pretty_json(session.metadata)
 
+    def get_inlines(self, request, obj):
+        return session_turns().inlines
+
     def get_changelist(self, request, **kwargs):
         return light_changelist("form", "fields", "metadata", "interrupt")
 
@@ -271,90 +262,6 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 setattr(session, name, scrub(getattr(session, name)))
         return session
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        extra_context = {
-            **(extra_context or {}),
-            "can_set_fields": self.has_set_fields_permission(request),
-        }
-        return super().change_view(request, object_id, form_url, extra_context)
-
-    # -- set fields (through the service) ------------------------------------------------
-
-    def get_urls(self):
-        info = self.opts.app_label, self.opts.model_name
-        return [
-            path(
-                "<path:object_id>/set-fields/",
-                self.admin_site.admin_view(self.set_fields_view),
-                name="%s_%s_set_fields" % info,
-            ),
-            *super().get_urls(),
-        ]
-
-    def set_fields_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        session = self.get_object(request, unquote(object_id))
-        if session is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
-        if not self.has_set_fields_permission(request):
-            raise PermissionDenied
-        change_url = reverse("admin:sessions_app_agentsession_change", args=[session.pk])
-        if session.is_deleted:
-            self.message_user(request, "A deleted session has no fields to set.", messages.ERROR)
-            return HttpResponseRedirect(change_url)
-        form = SetFieldsForm(request.POST or None, session=session)
-        if request.method == "POST" and form.is_valid() and self._set_fields(request, session, form):
-            return HttpResponseRedirect(change_url)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Set fields of {session}",
-            "subtitle": None,
-            "opts": self.opts,
-            "original": session,
-            "form": form,
-            "change_url": change_url,
-        }
-        return TemplateResponse(request, "admin/sessions_app/agentsession/set_fields.html", context)
-
-    def _set_fields(self, request: HttpRequest, session: AgentSession, form: SetFieldsForm) -> bool:
-        """Calls the service with the version the operator saw; reports the
-        outcome as admin messages (and field errors on the form)."""
-        values = form.changed_values()
-        if not values:
-            self.message_user(request, "Nothing changed: edit at least one field.", messages.WARNING)
-            return False
-        try:
-            update = session_set_fields(
-                owner=session.owner,
-                key=session.key,
-                values=values,
-                expected_version=form.cleaned_data[SetFieldsForm.VERSION],
-            )
-        except InvalidFields as exc:
-            for error in exc.details or []:
-                field = error.get("field")
-                form.add_error(field if field in form.fields else None, error.get("message"))
-            self.message_user(request, f"Not saved: {exc.message}.", messages.ERROR)
-            return False
-        except VersionConflict as exc:
-            self.message_user(
-                request,
-                f"Not saved: {exc.message}. Someone changed the session after you opened "
-                "this page; reload it and try again.",
-                messages.ERROR,
-            )
-            return False
-        except ApiError as exc:  # session_busy (a turn is running), session_not_found
-            self.message_user(request, f"Not saved: {exc.message}.", messages.ERROR)
-            return False
-        changed = ", ".join(sorted(update.changes)) or "no values"
-        self.message_user(
-            request,
-            f"Fields set ({changed} changed); the session is now at version "
-            f"{update.session.version}.",
-            messages.SUCCESS,
-        )
-        return True
-
     # -- delete through the service -----------------------------------------------------------
 
     def get_deleted_objects(self, objs, request):
@@ -362,16 +269,17 @@ class AgentSessionAdmin(admin.ModelAdmin):
         confirmation pages. The rows stay (tombstones), so Django's cascade
         collector would describe the wrong thing."""
         sessions = list(objs)
-        counts = turn_counts(session_ids=[s.pk for s in sessions])
+        turns_of = session_turns()
+        counts = turns_of.turn_counts([s.pk for s in sessions])
         described: list[Any] = []
         totals = {"turns": 0, "checkpoint rows": 0}
         for session in sessions:
-            storage = session_storage(session)
+            storage = turns_of.checkpoint_storage(session)
             turns = counts.get(session.pk, 0)
             totals["turns"] += turns
             totals["checkpoint rows"] += storage["rows"]
             fields = sorted((session.fields or {}).keys())
-            message_count = len(transcript(session.head_turn_id))
+            message_count = len(turns_of.transcript(session))
             next_epoch = session.epoch if session.is_deleted else session.epoch + 1
             state = "already a tombstone" if session.is_deleted else "live"
             described.append(f"Agent session {session} — {state}")
@@ -381,8 +289,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
                     f"transcript: {message_count} message(s)",
                     f"turns: {turns}",
                     f"checkpoint rows: {storage['rows']} ({filesizeformat(storage['bytes'])})",
-                    f"kept: a tombstone row with deleted_at set, epoch {next_epoch}, "
-                    f"version {session.version}",
+                    f"kept: a tombstone row with deleted_at set, epoch {next_epoch}, version {session.version}",
                 ]
             )
         model_count = {

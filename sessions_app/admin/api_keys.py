@@ -1,11 +1,9 @@
 """API keys in the admin: created by `api_key_create` (the raw key is shown
 once, on the response to the add form), retired by `api_key_revoke`, never
-edited or deleted. (Sessions' admin is turns_app's: a session's page is
-mostly its turns.)"""
+edited or deleted."""
 
 from __future__ import annotations
 
-from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
@@ -14,30 +12,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from core.admin_display import when
+from sessions_app.admin.filters import KeyStateFilter
+from sessions_app.admin.forms import ApiKeyAddForm
 from sessions_app.models import ApiKey
 from sessions_app.services import API_KEY_PREFIX, api_key_create, api_key_revoke
-
-
-class KeyStateFilter(admin.SimpleListFilter):
-    title = "state"
-    parameter_name = "state"
-
-    def lookups(self, request, model_admin):
-        return (("active", "Active"), ("revoked", "Revoked"))
-
-    def queryset(self, request, queryset):
-        if self.value() == "active":
-            return queryset.filter(revoked_at__isnull=True)
-        if self.value() == "revoked":
-            return queryset.filter(revoked_at__isnull=False)
-        return queryset
-
-
-class ApiKeyAddForm(forms.ModelForm):
-    class Meta:
-        model = ApiKey
-        fields = ("owner",)
-        help_texts = {"owner": "Sessions created with this key belong to this owner."}
 
 
 @admin.register(ApiKey)

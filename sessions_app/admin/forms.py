@@ -1,12 +1,13 @@
-"""The session admin's "Set fields" form."""
+"""The forms of the session admin ("Set fields") and the API key admin (add)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django import forms
 
 from core.admin_display import display_value
+from sessions_app.models import ApiKey
 
 if TYPE_CHECKING:
     from sessions_app.models import AgentSession
@@ -55,3 +56,10 @@ class SetFieldsForm(forms.Form):
             for name in self.changed_data
             if name != self.VERSION
         }
+
+
+class ApiKeyAddForm(forms.ModelForm):
+    class Meta:
+        model = ApiKey
+        fields = ("owner",)
+        help_texts: ClassVar = {"owner": "Sessions created with this key belong to this owner."}

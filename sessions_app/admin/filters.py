@@ -1,5 +1,5 @@
-"""List filters of the session admin: none of them reads the table to build
-its sidebar."""
+"""List filters of the session and API key admins: none of them reads the
+table to build its sidebar."""
 
 from __future__ import annotations
 
@@ -71,3 +71,18 @@ class GraphFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         return queryset.filter(graph=self.value()) if self.value() else queryset
+
+
+class KeyStateFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return (("active", "Active"), ("revoked", "Revoked"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
