@@ -116,7 +116,8 @@ def _insert_into(vendor: str, model: type[Model]) -> tuple[str, str, tuple[Field
     """`INSERT INTO table (columns)`, one row's placeholders, and the fields
     they stand for (all but a primary key the database generates)."""
     meta = model._meta
-    fields = tuple(f for f in meta.concrete_fields if not (f.primary_key and f.db_returning))
+    # The ignore: django-stubs 5.2 lacks Field.db_returning (Django has it since 3.0).
+    fields = tuple(f for f in meta.concrete_fields if not (f.primary_key and f.db_returning))  # type: ignore[attr-defined]
     columns = ", ".join(_quote(f.column) for f in fields)
     return f"INSERT INTO {_quote(meta.db_table)} ({columns})", ", ".join(["%s"] * len(fields)), fields
 
