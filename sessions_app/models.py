@@ -1,6 +1,6 @@
 """Business state of a conversation: the session row and the API keys that own
 sessions. The turn protocol (turns_app) is the only writer of the session's
-conversation columns; see DESIGN.md."""
+conversation columns; see docs/storage.md."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-
-from core import rows
 
 # Not "." or "..": path segments that browsers and most HTTP clients resolve
 # away, so such a session could never be addressed by its URL.
@@ -43,7 +41,7 @@ class OwnerSessionCount(models.Model):
     and change of `deleted_at` or `owner` (migration 0005), so no writer can
     forget to. The quota check reads this one row instead of counting the
     owner's sessions, which cost a new session time in proportion to the
-    owner's sessions (issue 12). A derived table: never written by the app,
+    owner's sessions (docs/scale.md). A derived table: never written by the app,
     not moved by `move_sessions` (the target's triggers count what moves)."""
 
     owner = models.CharField(max_length=150, primary_key=True)
@@ -128,7 +126,9 @@ class AgentSession(models.Model):
 
     # The lease: which turn holds the session, and until when. `now` is the
     # database's clock (`session_lock` reads it with the row), so two hosts
-    # whose clocks disagree still agree on whether a lease is live.
+    # whose clocks disagree still agree on whether a lease is live. Its
+    # writes are the lock's (sessions_app.locking.LockedSession: hold,
+    # release, tombstone): only a holder of the row lock may make them.
 
     def has_live_turn(self, now: datetime) -> bool:
         """A turn holds the session and its lease has not run out."""
@@ -141,38 +141,6 @@ class AgentSession(models.Model):
         return timedelta(seconds=settings.AGENT_TURN_LEASE_SECONDS)
 
     def lease_to(self, turn_id: uuid.UUID, now: datetime) -> None:
-        """`hold`, unsaved: the caller writes LEASE_FIELDS with its other statements."""
+        """`LockedSession.hold`, unsaved: the caller writes LEASE_FIELDS with its other statements."""
         self.active_turn_id = turn_id
         self.lease_expires_at = now + self.lease_length()
-
-    def hold(self, turn_id: uuid.UUID, now: datetime) -> None:
-        """Give (or extend) the lease to `turn_id`. Call with the row locked."""
-        self.lease_to(turn_id, now)
-        rows.update(self, self.LEASE_FIELDS)
-
-    def tombstone(self, now: datetime) -> None:
-        """What a delete leaves: epoch + 1 (fences any running turn), the
-        version kept (a client's If-Match from before cannot match after),
-        and nothing a client supplied: form, fields, metadata and the
-        conversation are cleared (a revived key starts from the default
-        form). Call with the row locked; a tombstone stays a tombstone of
-        the same epoch."""
-        if not self.is_deleted:
-            self.epoch += 1
-            self.deleted_at = now
-        self.form = []
-        self.metadata = {}
-        self.fields = {}
-        self.stage = self.DEFAULT_STAGE
-        self.turn_count = 0
-        self.head_turn_id = None
-        self.interrupt = None
-        self.active_turn_id = None
-        self.lease_expires_at = None
-        self.save()
-
-    def release(self) -> None:
-        """Free the session. Call with the row locked."""
-        self.active_turn_id = None
-        self.lease_expires_at = None
-        rows.update(self, self.LEASE_FIELDS)

@@ -12,6 +12,8 @@ from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Now
 
 from core.errors import InvalidSessionKey, SessionNotFound
+# AgentSession is also the type of what these reads return: the apps above
+# name it from here, never from sessions_app.models.
 from sessions_app.models import SESSION_KEY_PATTERN, AgentSession
 
 _SESSION_KEY = re.compile(SESSION_KEY_PATTERN)

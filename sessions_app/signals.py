@@ -2,7 +2,8 @@
 
 from django.dispatch import Signal
 
-# Sent by `services.session_delete` inside its transaction, with the session
-# row locked (`session=`), before the tombstone is written. A receiver that
-# raises rolls the whole delete back.
+# Sent by `services.session_delete` (and `tombstones_remove`) inside its
+# transaction, with the session row locked (`locked=`, a
+# sessions_app.locking.LockedSession), before the tombstone is written. A
+# receiver that raises rolls the whole delete back.
 session_deleting = Signal()

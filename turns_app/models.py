@@ -96,6 +96,10 @@ class AgentTurn(models.Model):
 
 
 
+# A turn that ended with a commit: the epoch's history has it (a paused one too).
+FINISHED = (AgentTurn.Status.COMMITTED, AgentTurn.Status.INTERRUPTED)
+
+
 class AgentTurnEvent(models.Model):
     """One event of a turn's stream, as it was (or will be) sent: `seq` is the
     SSE id, one sequence per turn for its whole life, live or replayed, on
@@ -126,7 +130,7 @@ class TurnFollower(models.Model):
     it). Only a turn that has one notifies its event writes (migration
     0008): every NOTIFY takes one lock for the whole database, held through
     its commit's WAL flush, so notifying every commit serialized all turns'
-    commits (issue 12). A process that died leaves its rows; maintenance
+    commits (docs/scale.md). A process that died leaves its rows; maintenance
     removes them once they are older than any wait can be."""
 
     id = models.UUIDField(primary_key=True)

@@ -160,7 +160,7 @@ def test_a_claim_that_waited_for_the_lock_reads_what_the_holder_committed(api_ke
     def holder() -> None:
         try:
             with transaction.atomic():
-                held = session_lock(session_id=session.pk)
+                held = session_lock(session_id=session.pk).session
                 AgentTurn.objects.create(
                     session=held, epoch=held.epoch, number=7, base_version=held.version, graph=held.graph,
                     request_digest="x" * 64, request={"text": "held"}, status=AgentTurn.Status.COMMITTED,

@@ -19,6 +19,7 @@ from sessions_app.models import AgentSession
 from tests.fixtures.runners import orm
 from tests.fixtures.turns import claim_turn, pause_booking
 from turns_app import execution, services
+from turns_app.services import commit as commit_step
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -179,7 +180,7 @@ async def test_a_failing_drop_of_an_answered_pause_never_aborts_a_good_turn(api,
     def broken(thread_ids, **kwargs):
         raise RuntimeError("drop failed")
 
-    monkeypatch.setattr(services, "delete_threads", broken)
+    monkeypatch.setattr(commit_step, "delete_threads", broken)
     response = await api.call("POST", "/sessions/b1/turns", {"resume": {"action": "approve"}})
     assert response.status_code == 200, response.content
     assert json.loads(response.content)["status"] == "committed"
@@ -189,14 +190,14 @@ async def test_a_failing_drop_of_an_answered_pause_never_aborts_a_good_turn(api,
 async def test_an_answered_pause_is_dropped_after_the_commit_released_the_session(api, script, monkeypatch):
     await pause_booking(api, "b1")
     seen = []
-    real = services.delete_threads
+    real = commit_step.delete_threads
 
     def observing(thread_ids, **kwargs):
         row = session_row("b1")
         seen.append((row.active_turn_id, row.version, row.interrupt))
         return real(thread_ids, **kwargs)
 
-    monkeypatch.setattr(services, "delete_threads", observing)
+    monkeypatch.setattr(commit_step, "delete_threads", observing)
     assert (await api.call("POST", "/sessions/b1/turns", {"resume": {"action": "approve"}})).status_code == 200
     # Committed, released and no longer paused before housekeeping started.
     assert seen == [(None, 2, None)]

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from core.errors import SessionBusy
 from tests.fixtures.runners import orm
 from tests.fixtures.turns import claim_turn, make_outcome
 from turns_app import execution, services, session_wait
@@ -160,7 +161,7 @@ async def test_waiters_of_one_session_claim_in_the_order_they_came(settings):
     def claim(*, owner: str, key: str, name: int):
         with lock:
             if holder[0] is not None:
-                raise services.SessionBusy(holder=holder[0])
+                raise SessionBusy(holder=holder[0])
             holder[0] = object()
             order.append(name)
             return holder[0]

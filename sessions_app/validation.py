@@ -1,0 +1,51 @@
+"""What a client may put in a session — its form, metadata, graph — checked
+into the stored shape, and the stage its fields put it in. Bad input is a
+4xx with its own code (core.errors), never a 500."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+
+from core.errors import InvalidForm, UnknownGraph, ValidationFailed
+from graphs.intake import form_spec
+
+METADATA_MAX_BYTES = 16_384
+
+
+def default_form() -> list[dict[str, Any]]:
+    return form_spec.form_to_json(form_spec.DEFAULT_FORM)
+
+
+def check_form(raw: Any) -> list[dict[str, Any]]:
+    try:
+        form_spec.check_form_size(raw)
+        return form_spec.form_to_json(form_spec.parse_form(raw))
+    except form_spec.FormSpecError as exc:
+        raise InvalidForm(str(exc)) from None
+
+
+def check_metadata(raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValidationFailed("metadata must be a JSON object")
+    if len(json.dumps(raw)) > METADATA_MAX_BYTES:
+        raise ValidationFailed(f"metadata must be at most {METADATA_MAX_BYTES} bytes of JSON")
+    return raw
+
+
+def stage_for(form: list[dict[str, Any]], fields: dict[str, Any]) -> str:
+    """A form-filling session's stage: complete once every required field is."""
+    missing = form_spec.missing_required(form_spec.parse_form(form), fields) if form else []
+    return "collecting" if missing else "complete"
+
+
+def check_graph(raw: Any) -> str:
+    if raw is None:
+        return settings.AGENT_GRAPH
+    if not isinstance(raw, str) or raw not in settings.AGENT_GRAPHS:
+        raise UnknownGraph(f"no graph named {raw!r} is registered; GET /api/graphs lists them")
+    return raw

@@ -1,0 +1,255 @@
+"""Step 1 of a turn, the claim: one short durable transaction that locks the
+session, resolves the idempotency key, expires a dead turn, and inserts a
+`pending` turn holding the session's lease — or, for a new session's first
+turn, one statement that creates the session and its turn together
+(docs/turn-protocol.md, "Claim")."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from django.db import connection, transaction
+
+from core import rows
+from core.errors import (
+    GraphMismatch,
+    IdempotencyConflict,
+    InterruptPending,
+    InterruptResolved,
+    SessionBusy,
+    SessionNotFound,
+    TurnInProgress,
+)
+from sessions_app.selectors import check_session_key
+from sessions_app.services import (
+    LockedSession,
+    insert_under_quota,
+    inserted,
+    new_session,
+    revive_if_deleted,
+    session_create_locked,
+    session_lock,
+)
+from turns_app import known_sessions
+from turns_app.models import FINISHED, AgentTurn
+from turns_app.services.event_rows import event_rows, events_statements
+from turns_app.services.idempotency import request_digest
+from turns_app.services.lease import expire_dead_turn
+from turns_app.services.session_history import history_turn, rewind_locked
+from turns_app.types import Claim, Replay, StartFrom, TurnEvent, stream_modes_of
+from turns_app.wakeups import wake_followers
+
+if TYPE_CHECKING:
+    from sessions_app.selectors import AgentSession
+
+TURNS = AgentTurn._meta.db_table
+SESSIONS = AgentTurn._meta.get_field("session").related_model._meta.db_table
+
+# The head turn's carried channel values and the epoch's last turn number,
+# in one statement, read after the lock (sessions_app.locking says why).
+CLAIM_READS = (
+    f'SELECT (SELECT "values" FROM "{TURNS}" WHERE "id" = %s), '
+    f'(SELECT MAX("number") FROM "{TURNS}" WHERE "session_id" = %s AND "epoch" = %s)'
+)
+# A new session's turn and its event are inserted only where the session's
+# insert happened: under the quota, on a key nobody had.
+SESSION_EXISTS = f'EXISTS (SELECT 1 FROM "{SESSIONS}" WHERE "id" = %s)'
+
+
+def turn_event_data(turn: AgentTurn) -> str:
+    """The first event of every turn's stream."""
+    return json.dumps(
+        {"turn_id": str(turn.id), "epoch": turn.epoch, "number": turn.number, "base_version": turn.base_version},
+        ensure_ascii=False,
+    )
+
+
+def turn_claim(
+    *,
+    owner: str,
+    key: str,
+    request: dict[str, Any],
+    idempotency_key: str | None,
+    graph: str | None = None,
+    start_from: StartFrom | None = None,
+) -> Claim | Replay:
+    """Step 1. Resolves the idempotency key, expires a dead active turn, and
+    inserts a `pending` turn holding the session's lease. Raises `SessionBusy`
+    when a live turn holds the session (the caller decides whether to wait),
+    `InterruptPending` for a message while the graph waits for a resume and
+    `InterruptResolved` for a resume with nothing to resume.
+
+    `graph`: the graph the caller means to run; a session whose epoch has no
+    finished turn yet switches to it, any other refuses (`GraphMismatch`).
+    `start_from`: the committed state the turn starts from, when it is not
+    the session's current one — the session is rewound to it in this same
+    transaction (as `session_rewind` would), so no other write can come
+    between the rewind and the turn (edit / regenerate)."""
+    check_session_key(key)
+    digest = request_digest(request)
+    resume = "resume" in request
+    if not resume and start_from is None and not known_sessions.seen(owner, key):
+        claimed = _claim_new_session(
+            owner=owner, key=key, request=request, digest=digest, idempotency_key=idempotency_key, graph=graph
+        )
+        if claimed is not None:
+            known_sessions.remember(owner, key)
+            return claimed
+    with transaction.atomic(durable=True):
+        try:
+            locked = session_lock(owner=owner, key=key, include_deleted=True)
+        except SessionNotFound:
+            if resume:
+                raise InterruptResolved() from None  # a session that does not exist waits for nothing
+            locked = session_create_locked(owner=owner, key=key)
+        session = locked.session
+        if not session.created_here:
+            revive_if_deleted(locked)
+            expire_dead_turn(locked)
+            if idempotency_key is not None:
+                previous = (
+                    AgentTurn.objects.filter(session=session, epoch=session.epoch, idempotency_key=idempotency_key)
+                    .exclude(status=AgentTurn.Status.ABORTED)
+                    .first()
+                )
+                if previous is not None:
+                    if previous.request_digest != digest:
+                        raise IdempotencyConflict()
+                    if previous.status in FINISHED:
+                        return Replay(turn_id=previous.id, body=previous.result)
+                    raise TurnInProgress()
+            if session.has_live_turn(locked.now):
+                raise SessionBusy(holder=session.active_turn_id)
+        if graph is not None and graph != session.graph:
+            _switch_graph(locked, graph)
+        head_values, last_number = (None, None) if session.created_here else claim_reads(locked)
+        if start_from is not None and (start_from.turn_id, start_from.version) != (
+            session.head_turn_id,
+            session.version,
+        ):
+            target = history_turn(session, start_from.turn_id)
+            rewind_locked(locked, target)
+            head_values = target.values if target is not None else None
+        if resume and session.interrupt is None:
+            raise InterruptResolved()
+        if not resume and session.interrupt is not None:
+            raise InterruptPending(details={"interrupts": session.interrupt["interrupts"]})
+        turn, first = _new_turn(
+            session, number=(last_number or 0) + 1, request=request, digest=digest, idempotency_key=idempotency_key
+        )
+        session.lease_to(turn.id, locked.now)
+        # The claim's commit is not waited for on disk: a database crash
+        # that loses it loses a pending turn whose commit cannot happen
+        # without it, and the turn's own commit flushes it
+        # (docs/turn-protocol.md, "Claim durability on PostgreSQL").
+        rows.execute(
+            [
+                *rows.flushed_by_next_commit(),
+                *rows.insert_statements([turn]),
+                *events_statements(turn.id, [first]),
+                rows.update_statement(session, session.LEASE_FIELDS),
+            ]
+        )
+    known_sessions.remember(owner, key)
+    return _claim_of(session, turn, first, head_values=head_values or {})
+
+
+def _new_turn(
+    session: AgentSession, *, number: int, request: dict[str, Any], digest: str, idempotency_key: str | None
+) -> tuple[AgentTurn, TurnEvent]:
+    """A pending turn of the session's epoch, from its head, and its first event."""
+    turn = AgentTurn(
+        session=session,
+        epoch=session.epoch,
+        number=number,
+        base_version=session.version,
+        parent_id=session.head_turn_id,
+        graph=session.graph,
+        idempotency_key=idempotency_key,
+        request_digest=digest,
+        request=request,
+    )
+    return turn, TurnEvent(1, "turn", turn_event_data(turn))
+
+
+def _claim_of(
+    session: AgentSession, turn: AgentTurn, first: TurnEvent, *, head_values: dict[str, Any]
+) -> Claim:
+    return Claim(
+        first_event=first,
+        turn_id=turn.id,
+        session_id=session.id,
+        epoch=session.epoch,
+        number=turn.number,
+        base_version=session.version,
+        request=turn.request,
+        idempotency_key=turn.idempotency_key,
+        graph=session.graph,
+        form=session.form,
+        fields=session.fields,
+        stage=session.stage,
+        parent_id=session.head_turn_id,
+        head_values=head_values,
+        interrupt=session.interrupt if "resume" in turn.request else None,
+        stream_modes=stream_modes_of(turn.request),
+    )
+
+
+def _claim_new_session(
+    *, owner: str, key: str, request: dict[str, Any], digest: str, idempotency_key: str | None, graph: str | None
+) -> Claim | None:
+    """A first turn on a key with no session: creates the session holding
+    that turn — the session with its lease, the turn and its `turn` event —
+    as one transaction of its own, in one round trip on PostgreSQL
+    (docs/turn-protocol.md, "New session in one round trip"). None when the
+    session was not created (the key exists, a concurrent request created
+    it first, or the owner is at the quota): then nothing was written, since
+    the turn and its event are inserted only where the session row is, and
+    the caller claims the usual way."""
+    session = new_session(owner=owner, key=key, graph=graph)
+    turn, first = _new_turn(session, number=1, request=request, digest=digest, idempotency_key=idempotency_key)
+    session_exists = (SESSION_EXISTS, [AgentTurn._meta.pk.get_db_prep_value(session.id, connection)])
+    (event,) = event_rows(turn.id, [first])
+    returned = rows.first_row_in_own_transaction(
+        [
+            insert_under_quota(session, holder=turn.id),
+            rows.insert_if_statement(turn, *session_exists),
+            rows.insert_if_statement(event, *session_exists),
+            *rows.flushed_by_next_commit(),
+        ]
+    )
+    if not inserted(session, returned):
+        return None
+    wake_followers(turn.id)
+    return _claim_of(session, turn, first, head_values={})
+
+
+def claim_reads(locked: LockedSession) -> tuple[dict[str, Any] | None, int | None]:
+    """The head turn's carried channel values and the epoch's last turn
+    number, in one statement (CLAIM_READS)."""
+    session = locked.session
+    uuid_field = AgentTurn._meta.pk
+    with connection.cursor() as cursor:
+        cursor.execute(
+            CLAIM_READS,
+            [
+                uuid_field.get_db_prep_value(session.head_turn_id, connection),
+                uuid_field.get_db_prep_value(session.id, connection),
+                session.epoch,
+            ],
+        )
+        values, last_number = cursor.fetchone()
+    if isinstance(values, (str, bytes)):
+        values = json.loads(values)
+    return values, last_number
+
+
+def _switch_graph(locked: LockedSession, graph: str) -> None:
+    """A session runs one graph per epoch: only one whose epoch has no
+    finished turn yet may take another."""
+    session = locked.session
+    if AgentTurn.objects.filter(session=session, epoch=session.epoch, status__in=FINISHED).exists():
+        raise GraphMismatch(f"this session runs the graph {session.graph!r}, not {graph!r}")
+    session.graph = graph
+    session.save(update_fields=["graph", "updated_at"])

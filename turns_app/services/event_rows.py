@@ -1,0 +1,73 @@
+"""The rows of a turn's events (`agent_turn_events`): a running turn's
+batches, written outside the session's lock, and its final event (`done` or
+`error`), written under it. Reading and following the log is
+turns_app.events; this module only writes it."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from core import rows
+from sessions_app.services import LockedSession
+from turns_app.models import AgentTurn, AgentTurnEvent
+from turns_app.types import TurnEvent
+from turns_app.wakeups import wake_followers
+
+
+def event_rows(turn_id: UUID, events: list[TurnEvent]) -> list[AgentTurnEvent]:
+    return [AgentTurnEvent(turn_id=turn_id, seq=e.id, event=e.event, data=e.data) for e in events]
+
+
+def events_statements(turn_id: UUID, events: list[TurnEvent]) -> list[rows.Statement]:
+    """Call inside a transaction. An event already written (a batch retried
+    after its answer was lost) is skipped, not duplicated. Followers are
+    woken when the transaction commits."""
+    if not events:
+        return []
+    wake_followers(turn_id)
+    return rows.insert_statements(event_rows(turn_id, events), ignore_conflicts=True)
+
+
+def write_events(turn_id: UUID, events: list[TurnEvent]) -> None:
+    rows.execute(events_statements(turn_id, events))
+
+
+def final_event(
+    locked: LockedSession, turn: AgentTurn, event: str, data: str, pending: list[TurnEvent], seq: int | None
+) -> TurnEvent:
+    """The final event of `turn`, whose session is `locked` (no other final
+    event can come meanwhile): at `seq` (reserved by the run) or after
+    everything stored and the run's unwritten `pending`. Write it after the
+    turn's row was updated, in the same transaction: a follower registering
+    meanwhile waits on that row (wakeups.follow; docs/turn-protocol.md,
+    "Order of a final event's writes")."""
+    if seq is None:
+        stored = AgentTurnEvent.objects.filter(turn=turn).aggregate(last=Max("seq"))["last"] or 0
+        seq = max([stored, *(e.id for e in pending)]) + 1
+    return TurnEvent(seq, event, data)
+
+
+def write_final_event(
+    locked: LockedSession, turn: AgentTurn, event: str, data: str, pending: list[TurnEvent], seq: int | None
+) -> TurnEvent:
+    """The run's unwritten events, then the final one."""
+    final = final_event(locked, turn, event, data, pending, seq)
+    write_events(turn.id, [*pending, final])
+    return final
+
+
+def events_append(*, turn_id: UUID, events: list[TurnEvent]) -> bool:
+    """A batch of a running turn's events, written outside the session's
+    lock (events order themselves by `seq`). False if the turn is gone
+    (deleted with its session): nobody will read them."""
+    try:
+        with transaction.atomic(durable=True):
+            write_events(turn_id, events)
+    except IntegrityError:
+        if AgentTurn.objects.filter(pk=turn_id).exists():
+            raise
+        return False
+    return True
