@@ -21,6 +21,7 @@ import openai
 from django.conf import settings
 
 from core.asyncdb import db, is_storage_error
+from core.http import errors
 from core.errors import (
     ApiError,
     error_for,
@@ -31,17 +32,14 @@ from core.errors import (
     StorageUnavailable,
     TurnCancelled,
 )
-from turns_app import history, stream_parts, observability, session_wait, shutdown, wakeups
-from turns_app.events import EventLog, encode
+from turns_app import history, observability, running, session_wait, shutdown, stream_parts, wakeups
+from turns_app.events import EventLog
 from turns_app.graph_step import run_graph
 from turns_app.services import turn_abort, turn_claim, turn_commit, turn_renew_lease
 from turns_app.types import Claim, Replay, TurnEvent
 
 logger = logging.getLogger(__name__)
 
-# The turns running in this process. asyncio keeps only weak references to
-# tasks: this registry keeps a turn alive after the request that started it.
-_running: dict[UUID, "TurnRun"] = {}
 # Shown to followers here at once, written in the next batch; every other
 # event of a run is written before it is shown. Protocol runs' LangGraph-native
 # parts (turns_app.stream_parts) are tentative like deltas: a round trip to
@@ -100,7 +98,7 @@ class LeaseKeeper:
         # deadline the database set.
         self.held_until = loop.time() + self.lease
         # Most turns end before their first renewal is due: a timer, not a
-        # task sleeping for each of them (issue 12).
+        # task sleeping for each of them (docs/scale.md).
         self.task: asyncio.Task | None = None
         self._first = loop.call_later(self.interval, self._start)
 
@@ -160,7 +158,7 @@ class TurnRun:
 
     def start(self) -> "TurnRun":
         self.task = asyncio.create_task(self._execute(), name=f"turn-{self.turn_id}")
-        _running[self.turn_id] = self
+        running.register(self)
         self.task.add_done_callback(self._finished)
         return self
 
@@ -171,7 +169,7 @@ class TurnRun:
             self.task.cancel()
 
     def _finished(self, task: asyncio.Task) -> None:
-        _running.pop(self.turn_id, None)
+        running.forget(self.turn_id)
         # The events carry the outcome; whoever awaits the task still gets it raised.
         if not task.cancelled():
             task.exception()
@@ -210,7 +208,7 @@ class TurnRun:
             _background.add(abort)
             abort.add_done_callback(_background.discard)
         if stored is None or stored.event != "error":
-            stored = TurnEvent(seq, "error", encode(error.as_dict()["error"]))
+            stored = TurnEvent(seq, "error", errors.event_data(error))
         self.log.publish(stored)
         told = json.loads(stored.data)
         return error if told.get("code") == str(error.code) else error_for(told.get("code"), told.get("message"))
@@ -349,7 +347,7 @@ async def start_turn(
     shutdown.refuse_if_stopping()
     kwargs = dict(owner=owner, key=key, request=request, idempotency_key=idempotency_key, **claim_options)
     claiming = asyncio.ensure_future(
-        session_wait.claim_when_free(turn_claim, running=_running_task, **kwargs)
+        session_wait.claim_when_free(turn_claim, running=running.running_task, **kwargs)
         if wait_if_busy
         else db(turn_claim, **kwargs)
     )
@@ -363,14 +361,9 @@ async def start_turn(
     return observability.turn_started(TurnRun(claimed, deltas=deltas).start(), owner=owner, key=key)
 
 
-def _running_task(turn_id: UUID) -> asyncio.Task | None:
-    run = _running.get(turn_id)
-    return run.task if run is not None else None
-
-
-def running_turns() -> list[TurnRun]:
-    """The turns this process is running now."""
-    return list(_running.values())
+def running_turns() -> list[running.RunningTurn]:
+    """The turns this process is running now (agentsite.graceful_stop drains them)."""
+    return running.running_turns()
 
 
 async def await_turn(run: TurnRun) -> str:

@@ -14,17 +14,17 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TypeVar
 from uuid import UUID
 
 from core import metrics
 from core.errors import ApiError, ErrorCode
+from turns_app.running import RunningTurn
 from turns_app.types import Replay
 
-if TYPE_CHECKING:
-    from turns_app.execution import TurnRun
-
 logger = logging.getLogger("agentsite.turns")
+
+Run = TypeVar("Run", bound=RunningTurn)
 
 
 @dataclass
@@ -38,7 +38,7 @@ class _Watch:
 _watched: dict[UUID, _Watch] = {}
 
 
-def _context(run: "TurnRun", watch: _Watch) -> dict:
+def _context(run: RunningTurn, watch: _Watch) -> dict:
     claim = run.claim
     return {
         "turn_id": str(claim.turn_id),
@@ -50,7 +50,7 @@ def _context(run: "TurnRun", watch: _Watch) -> dict:
     }
 
 
-def turn_started(run: "TurnRun", *, owner: str, key: str) -> "TurnRun":
+def turn_started(run: Run, *, owner: str, key: str) -> Run:
     watch = _Watch(owner=owner, session=key)
     _watched[run.turn_id] = watch
     metrics.ACTIVE_TURNS.inc()
@@ -71,7 +71,7 @@ def delta(turn_id: UUID) -> None:
         metrics.FIRST_DELTA_SECONDS.observe(watch.first_delta - watch.started)
 
 
-def _outcome(run: "TurnRun", task: asyncio.Task) -> tuple[str, str]:
+def _outcome(run: RunningTurn, task: asyncio.Task) -> tuple[str, str]:
     """("committed", "") or ("aborted", error code), from how the task ended."""
     if task.cancelled():
         return "aborted", str(run.stop_reason.code if run.stop_reason else ErrorCode.TURN_CANCELLED)
@@ -83,7 +83,7 @@ def _outcome(run: "TurnRun", task: asyncio.Task) -> tuple[str, str]:
     return "aborted", str(ErrorCode.INTERNAL_ERROR)
 
 
-def _ended(run: "TurnRun", task: asyncio.Task) -> None:
+def _ended(run: RunningTurn, task: asyncio.Task) -> None:
     watch = _watched.pop(run.turn_id, None)
     metrics.ACTIVE_TURNS.dec()
     if watch is None:

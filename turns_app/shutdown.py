@@ -12,12 +12,9 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from core.errors import ServerShutdown
-
-if TYPE_CHECKING:
-    from turns_app.execution import TurnRun
+from turns_app.running import RunningTurn
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +47,7 @@ class Drained:
     stopped: int  # aborted with server_shutdown
 
 
-async def drain(running: Callable[[], Sequence["TurnRun"]], grace_seconds: float) -> Drained:
+async def drain(running: Callable[[], Sequence[RunningTurn]], grace_seconds: float) -> Drained:
     """Wait up to `grace_seconds` for the turns `running()` lists (a claim
     that was under way when the stop began may still add one), then stop
     the rest with `server_shutdown` and wait for their aborts."""
