@@ -30,6 +30,7 @@ from tests.fixtures.turns import pause_booking
 from tests.scratch_postgres import url_for
 from tests.system.server import ROOT, served_database_url
 from turns_app import moving
+from turns_app.moving import source as moving_source
 
 BOOK = "Book a table for 2 people on 2031-05-01 at 19:30, my name is Ada Lovelace"
 
@@ -138,7 +139,7 @@ def test_move_copies_everything_and_conversations_continue_on_the_target(
     assert len(before["agent_sessions"]) == 7 and len(before["booking_bookings"]) == 1
     paused = AgentSession.objects.get(key="b-paused")
     thread_id = paused.interrupt["thread_id"]
-    source_saver, close = moving._source_saver()
+    source_saver, close = moving_source.source_saver()
     try:
         source_thread = thread_state(source_saver, thread_id)
     finally:
