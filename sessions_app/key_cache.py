@@ -1,6 +1,6 @@
 """API keys recently seen valid, per process, for AGENT_API_KEY_CACHE_SECONDS:
 a turn then costs no key lookup (a round trip and a thread hop each time,
-issue 12). Bounded (least recently used go first); only valid keys are
+docs/scale.md). Bounded (least recently used go first); only valid keys are
 kept, so a client cycling made-up keys cannot grow it.
 
 A key revoked in this process is dropped at once; revoked elsewhere (the

@@ -141,7 +141,7 @@ class ConversationCache:
             previous = self._entries.get(session_id)
         # A turn's conversation is the one it started from plus what it
         # added: only the new messages are sized, so a commit's cost does not
-        # grow with the conversation (issue 12).
+        # grow with the conversation (docs/scale.md).
         known, size = 0, 0
         if previous is not None:
             before = previous[1]
@@ -189,7 +189,7 @@ def cache() -> ConversationCache:
 async def conversation(session_id: UUID, head_turn_id: UUID | None) -> list[BaseMessage]:
     """The message objects of the conversation up to `head_turn_id`."""
     if head_turn_id is None:
-        return []  # a first turn: nothing to read, no thread hop for it (issue 12)
+        return []  # a first turn: nothing to read, no thread hop for it (docs/scale.md)
     cached = cache().get(session_id, head_turn_id)
     if cached is not None:
         return cached

@@ -13,7 +13,7 @@ Waiters of one session in one process queue in arrival order (a turnstile,
 FIFO as asyncio's locks are): only the first of them claims when the holder
 ends. Woken all at once, they raced for the row lock and the loser waited
 again, so one unlucky client could wait many turns in a row (the
-same-session p99 of issue 12).
+same-session p99 in docs/scale.md).
 """
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ class _Hub:
         loop = asyncio.get_running_loop()
         task = self._listeners.get(loop)
         if task is not None and not task.done() and self._ready[loop].is_set():
-            return  # every turn asks: the common answer costs no wait_for (issue 12)
+            return  # every turn asks: the common answer costs no wait_for (docs/scale.md)
         if not is_postgres(database_settings()):
             return
         if task is None or task.done():
@@ -168,7 +168,7 @@ class _Hub:
         (raises) when the connection is lost. psycopg's `notifies()` adds and
         removes its reader for every wait: with every turn of every process
         notifying, that cost each serving process more than the turns it
-        runs (issue 12)."""
+        runs (docs/scale.md)."""
         loop = asyncio.get_running_loop()
         lost = loop.create_future()
 
@@ -277,5 +277,5 @@ def followers_remove_stale() -> int:
 def on_cancel(turn_id: UUID, callback) -> contextlib.AbstractAsyncContextManager[None]:
     """Runs `callback` on this event loop when `turn_id` is cancelled (from
     any process). A registration, not a waiting task: every running turn
-    has one (issue 12)."""
+    has one (docs/scale.md)."""
     return _rung_on(CANCEL_CHANNEL, turn_id, _Call(asyncio.get_running_loop(), callback))

@@ -19,8 +19,8 @@ from sessions_app.models import AgentSession
 from tests.fixtures.runners import orm
 from tests.fixtures.turns import claim_turn, pause_booking
 from turns_app import execution, services
-from turns_app.services import commit as commit_step
 from turns_app.models import AgentTurn
+from turns_app.services import commit as commit_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
