@@ -26,6 +26,7 @@ from uuid import UUID
 
 from core.asyncdb import db
 from core.errors import InternalError, StaleTurn
+from core.http import errors
 from turns_app import wakeups
 from turns_app.selectors import turn_events_after
 from turns_app.services import events_append, turn_expire_if_dead
@@ -36,7 +37,7 @@ logger = logging.getLogger(__name__)
 # A follower on another process sees deltas at most BATCH_SECONDS late; a
 # model streaming 50 tokens/s costs ~20 small writes a second instead of
 # 50, and a turn that ends within the window writes its deltas with the
-# commit (issue 12). BATCH_EVENTS bounds what waits in memory.
+# commit (docs/scale.md). BATCH_EVENTS bounds what waits in memory.
 BATCH_EVENTS = 64
 BATCH_SECONDS = 0.05
 # A stored follower re-reads the log this often even if nothing woke it, and
@@ -192,7 +193,7 @@ class EventLog:
             if queue in self._followers:
                 self._followers.remove(queue)
         if not self.ended:
-            yield TurnEvent(self.next_seq, "error", encode(InternalError().as_dict()["error"]))
+            yield TurnEvent(self.next_seq, "error", errors.event_data(InternalError()))
 
 
 async def _expire_if_dead(turn_id: UUID) -> None:
@@ -224,7 +225,7 @@ async def follow_stored(turn_id: UUID, after: int) -> AsyncIterator[TurnEvent]:
                 final = logged.final
                 if final is None:  # deleted with its session while it ran
                     gone = StaleTurn("the session was deleted while the turn ran")
-                    final = TurnEvent(after + 1, "error", encode(gone.as_dict()["error"]))
+                    final = TurnEvent(after + 1, "error", errors.event_data(gone))
                 if final.id != after:
                     yield final
                 return
