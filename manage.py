@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Django's command-line utility, through agentsite.cli (start-up trouble
 is told in one line instead of a traceback)."""
+
 import sys
 
 
@@ -18,5 +19,5 @@ def main():
     agentsite_main(sys.argv)
 
 
-if __name__ == '__main__':
+if __name__ == "__main__":
     main()

@@ -61,7 +61,7 @@ api = DocumentedApi(
     parser=JsonParser(),
     title="agentsite",
     version="1.0",
-    description="Durable LangGraph chat sessions. Errors are `{\"error\": {\"code\", \"message\"}}`.",
+    description='Durable LangGraph chat sessions. Errors are `{"error": {"code", "message"}}`.',
     auth=ApiKeyAuth(),
     urls_namespace="api",
 )

@@ -15,8 +15,17 @@ import sys
 
 # Commands that never open the database: no probe before them.
 NO_DATABASE = {
-    "help", "version", "check", "collectstatic", "findstatic", "makemigrations",
-    "diffsettings", "startapp", "startproject", "makemessages", "compilemessages",
+    "help",
+    "version",
+    "check",
+    "collectstatic",
+    "findstatic",
+    "makemigrations",
+    "diffsettings",
+    "startapp",
+    "startproject",
+    "makemessages",
+    "compilemessages",
     "sendtestemail",
 }
 EXIT_REFUSED = 1

@@ -95,14 +95,15 @@ async def stop_gracefully(name: str) -> None:
         running = len(running_turns())
         logger.info(
             "%s: stopped accepting (%d listening socket(s)); %d turn(s) running, waiting up to %g s",
-            name, closed, running, grace,
+            name,
+            closed,
+            running,
+            grace,
         )
         drained = await shutdown.drain(running_turns, grace)
         if not await requests.wait_idle(FLUSH_SECONDS):
             logger.warning("%d request(s) still open after %g s; closing them", requests.count, FLUSH_SECONDS)
-        logger.info(
-            "stopping: %d turn(s) finished, %d aborted (server_shutdown)", drained.finished, drained.stopped
-        )
+        logger.info("stopping: %d turn(s) finished, %d aborted (server_shutdown)", drained.finished, drained.stopped)
     except Exception:
         logger.exception("the graceful stop failed; stopping now")
     finally:

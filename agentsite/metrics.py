@@ -67,4 +67,3 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     if not _authorized(request, token):
         return errors.response(Unauthorized("send Authorization: Bearer <AGENT_METRICS_TOKEN>"), request=request)
     return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
-

@@ -71,9 +71,15 @@ CHAT = {
     **KEYED,
     404: [],  # a chat on an unknown key creates the session
     409: [
-        ErrorCode.IDEMPOTENCY_CONFLICT, ErrorCode.TURN_IN_PROGRESS, ErrorCode.SESSION_BUSY,
-        ErrorCode.STALE_TURN, ErrorCode.TURN_CANCELLED, ErrorCode.LEASE_EXPIRED,
-        ErrorCode.INTERRUPT_PENDING, ErrorCode.INTERRUPT_RESOLVED, ErrorCode.STATE_LOST,
+        ErrorCode.IDEMPOTENCY_CONFLICT,
+        ErrorCode.TURN_IN_PROGRESS,
+        ErrorCode.SESSION_BUSY,
+        ErrorCode.STALE_TURN,
+        ErrorCode.TURN_CANCELLED,
+        ErrorCode.LEASE_EXPIRED,
+        ErrorCode.INTERRUPT_PENDING,
+        ErrorCode.INTERRUPT_RESOLVED,
+        ErrorCode.STATE_LOST,
     ],
     422: [ErrorCode.VALIDATION_ERROR, ErrorCode.INVALID_SESSION_KEY, ErrorCode.INVALID_IDEMPOTENCY_KEY],
     429: [ErrorCode.TOO_MANY_SESSIONS],
@@ -85,7 +91,9 @@ ERRORS: dict[str, dict[int, list[ErrorCode]]] = {
         **AUTHED,
         409: [ErrorCode.SESSION_EXISTS],
         422: [
-            ErrorCode.VALIDATION_ERROR, ErrorCode.INVALID_FORM, ErrorCode.INVALID_SESSION_KEY,
+            ErrorCode.VALIDATION_ERROR,
+            ErrorCode.INVALID_FORM,
+            ErrorCode.INVALID_SESSION_KEY,
             ErrorCode.UNKNOWN_GRAPH,
         ],
         429: [ErrorCode.TOO_MANY_SESSIONS],
@@ -140,18 +148,24 @@ ERRORS: dict[str, dict[int, list[ErrorCode]]] = {
 }
 
 KEY_PARAM = {
-    "name": "key", "in": "path", "required": True,
+    "name": "key",
+    "in": "path",
+    "required": True,
     "description": "the session's key: 1-255 of A-Z a-z 0-9 . _ : - (not . or ..)",
     "schema": {"type": "string", "pattern": KEY_PATTERN, "minLength": 1, "maxLength": 255},
 }
 IDEMPOTENCY_PARAM = {
-    "name": "Idempotency-Key", "in": "header", "required": False,
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
     "description": "1-128 visible ASCII characters, scoped to the session's epoch: the same key "
-                   "and request replay the stored answer",
+    "and request replay the stored answer",
     "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN, "minLength": 1, "maxLength": 128},
 }
 IF_MATCH_PARAM = {
-    "name": "If-Match", "in": "header", "required": False,
+    "name": "If-Match",
+    "in": "header",
+    "required": False,
     "description": 'the version you read, e.g. "3" (or send expected_version in the body; one is required)',
     "schema": {"type": "string", "pattern": IF_MATCH_PATTERN},
 }
@@ -202,11 +216,14 @@ SSE_OPERATIONS = {
             "summary": "Re-attach to a turn's event stream (events after Last-Event-ID)",
             "parameters": [
                 KEY_PARAM,
-                {"name": "turn_id", "in": "path", "required": True,
-                 "schema": {"type": "string", "format": "uuid"}},
-                {"name": "Last-Event-ID", "in": "header", "required": False,
-                 "description": "the id of the last event received; only later ones are sent",
-                 "schema": {"type": "string", "pattern": LAST_EVENT_ID_PATTERN}},
+                {"name": "turn_id", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}},
+                {
+                    "name": "Last-Event-ID",
+                    "in": "header",
+                    "required": False,
+                    "description": "the id of the last event received; only later ones are sent",
+                    "schema": {"type": "string", "pattern": LAST_EVENT_ID_PATTERN},
+                },
             ],
             "responses": {
                 "200": {"description": SSE_DESCRIPTION, "content": SSE_CONTENT},
@@ -247,8 +264,7 @@ def document(schema: dict[str, Any]) -> dict[str, Any]:
             for (where, status), links in LINKS.items():
                 if where == f"{method} {path}" and status in operation["responses"]:
                     operation["responses"][status]["links"] = {
-                        name: {"operationId": target, "parameters": params}
-                        for name, (target, params) in links.items()
+                        name: {"operationId": target, "parameters": params} for name, (target, params) in links.items()
                     }
     return schema
 
@@ -287,8 +303,12 @@ def _constrain_bodies(components: dict[str, Any]) -> None:
     if "form" in create:
         create["form"] = {
             "anyOf": [
-                {"type": "array", "minItems": 1, "maxItems": MAX_FIELDS,
-                 "items": {"$ref": "#/components/schemas/FieldSpec"}},
+                {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": MAX_FIELDS,
+                    "items": {"$ref": "#/components/schemas/FieldSpec"},
+                },
                 {"type": "null"},
             ],
             "description": "field specs (names unique, at most 64 KiB of JSON); the default form if omitted",

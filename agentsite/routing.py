@@ -16,9 +16,9 @@ def build_application():
 
     api_app = ApiHandler()
     # After get_asgi_application(): the consumers import models.
-    from turns_app.consumers import TurnReattachConsumer, TurnStreamConsumer
     from langgraph_app.consumers import JoinStreamConsumer, RunStreamConsumer
     from langgraph_app.cors import ProtocolCors
+    from turns_app.consumers import TurnReattachConsumer, TurnStreamConsumer
 
     # `key` takes any characters, "/" included: a bad key must reach
     # check_session_key and answer 422 invalid_session_key, not 404.
@@ -27,9 +27,7 @@ def build_application():
             "http": ProtocolCors(
                 URLRouter(
                     [
-                        re_path(
-                            r"^api/sessions/(?P<key>.+)/turns/stream$", TurnStreamConsumer.as_asgi()
-                        ),
+                        re_path(r"^api/sessions/(?P<key>.+)/turns/stream$", TurnStreamConsumer.as_asgi()),
                         re_path(
                             r"^api/sessions/(?P<key>.+)/turns/(?P<turn_id>[^/]+)/stream$",
                             TurnReattachConsumer.as_asgi(),

@@ -62,13 +62,9 @@ if not DEBUG and SECRET_KEY == _DEV_SECRET_KEY:
     )
 
 ALLOWED_HOSTS = [
-    h.strip()
-    for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
-    if h.strip()
+    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h.strip()
 ]
-CSRF_TRUSTED_ORIGINS = [
-    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
-]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 # --- HTTPS (off by default: `make run` is plain HTTP on loopback) ------------------
 
@@ -177,9 +173,7 @@ DATABASE_URL_FORMS = (
 # checkpointer's own connection; IMMEDIATE + WAL + a long busy timeout made
 # select_for_update blocks on SQLite reliable.
 SQLITE_OPTIONS = {
-    "init_command": (
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
-    ),
+    "init_command": ("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"),
     "transaction_mode": "IMMEDIATE",
     "timeout": 20,
 }
@@ -200,9 +194,7 @@ def _database_from_url(url: str) -> dict[str, Any]:
     except ValueError:
         config = None
     if not config or not config.get("ENGINE"):
-        raise ImproperlyConfigured(
-            f"DATABASE_URL={_masked(url)!r} is not a database URL: use {DATABASE_URL_FORMS}."
-        )
+        raise ImproperlyConfigured(f"DATABASE_URL={_masked(url)!r} is not a database URL: use {DATABASE_URL_FORMS}.")
     engine = config["ENGINE"]
     if engine == "django.db.backends.sqlite3":
         name = Path(config["NAME"])
@@ -226,9 +218,7 @@ def _database_from_url(url: str) -> dict[str, Any]:
         config["TEST"] = {"NAME": str(name.with_name(f"test_{name.name}"))}
     elif engine in {"django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis"}:
         if not config.get("NAME"):
-            raise ImproperlyConfigured(
-                f"DATABASE_URL={_masked(url)!r} names no database: use {DATABASE_URL_FORMS}."
-            )
+            raise ImproperlyConfigured(f"DATABASE_URL={_masked(url)!r} names no database: use {DATABASE_URL_FORMS}.")
         options = config.setdefault("OPTIONS", {})
         # libpq waits for a dead host as long as the OS lets it (minutes).
         options.setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
@@ -248,8 +238,7 @@ def _database_from_url(url: str) -> dict[str, Any]:
         )
     else:
         raise ImproperlyConfigured(
-            f"DATABASE_URL selects {engine}; agentsite supports PostgreSQL and SQLite only: "
-            f"use {DATABASE_URL_FORMS}."
+            f"DATABASE_URL selects {engine}; agentsite supports PostgreSQL and SQLite only: use {DATABASE_URL_FORMS}."
         )
     return config
 
@@ -258,6 +247,7 @@ DATABASES = {"default": _database_from_url(DATABASE_URL)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- the agent ----------------------------------------------------------------
+
 
 def env_graphs(name: str, default: str) -> dict[str, str]:
     """`name=module.path:attribute,…` -> {name: "module.path:attribute"}."""

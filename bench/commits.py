@@ -42,19 +42,35 @@ class Served:
             conn.execute(f'CREATE DATABASE "{self.database}"')
         url = self.admin_url.rsplit("/", 1)[0] + f"/{self.database}"
         env = {
-            **os.environ, "DATABASE_URL": url, "DEBUG": "false", "SECRET_KEY": "bench-" + uuid.uuid4().hex,
-            "AGENT_MODEL": "offline", "AGENT_OFFLINE_TOKEN_DELAY_MS": "0", "LOG_LEVEL": "WARNING",
+            **os.environ,
+            "DATABASE_URL": url,
+            "DEBUG": "false",
+            "SECRET_KEY": "bench-" + uuid.uuid4().hex,
+            "AGENT_MODEL": "offline",
+            "AGENT_OFFLINE_TOKEN_DELAY_MS": "0",
+            "LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(self.path),
         }
         python = str(BIN / "python")
         subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=self.path, env=env, check=True)
-        made = subprocess.run([python, "manage.py", "create_api_key", "bench"], cwd=self.path, env=env,
-                              check=True, capture_output=True, text=True)
+        made = subprocess.run(
+            [python, "manage.py", "create_api_key", "bench"],
+            cwd=self.path,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         self.api_key = made.stdout.strip().splitlines()[-1]
         # The server's stderr for its whole life: stop() closes it.
         self.log = open(Path(tempfile.gettempdir()) / f"bench-commit-{self.port}.log", "w")  # noqa: SIM115
-        self.process = subprocess.Popen([str(BIN / "daphne"), "-b", HOST, "-p", str(self.port), "agentsite.asgi:application"],
-                                        cwd=self.path, env=env, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.process = subprocess.Popen(
+            [str(BIN / "daphne"), "-b", HOST, "-p", str(self.port), "agentsite.asgi:application"],
+            cwd=self.path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -104,7 +120,9 @@ def main() -> int:
     parser.add_argument("refs", nargs="+", help="commits (anything `git worktree add` takes)")
     parser.add_argument("--turns", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--pg", default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
+    parser.add_argument(
+        "--pg", default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    )
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="agentsite-commits-"))
     served: list[Served] = []
@@ -122,12 +140,20 @@ def main() -> int:
         for s in served:
             s.stop()
         for n in range(len(args.refs)):
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(scratch / f"{n}")], check=False)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(scratch / f"{n}")], check=False
+            )
     print(f"\n{args.turns} turns a round, medians of {args.rounds} rounds, PostgreSQL, token delay 0\n")
     print("| commit | SSE first delta ms | SSE done ms | JSON turns/s | server CPU ms/turn |\n|---|---|---|---|---|")
     for ref, rounds in results.items():
         m = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
-        cells = [ref, f"{m['first_delta_ms']:.1f}", f"{m['done_ms']:.1f}", f"{m['turns_per_s']:.0f}", f"{m['cpu_ms_per_turn']:.1f}"]
+        cells = [
+            ref,
+            f"{m['first_delta_ms']:.1f}",
+            f"{m['done_ms']:.1f}",
+            f"{m['turns_per_s']:.0f}",
+            f"{m['cpu_ms_per_turn']:.1f}",
+        ]
         print(f"| {' | '.join(cells)} |")
     return 0
 

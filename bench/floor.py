@@ -81,6 +81,7 @@ async def scenario(graph, name: str, turns: int, clients: int) -> dict[str, Any]
         thread = str(uuid.uuid4())
         latencies = [await turn(graph, thread) for _ in range(turns)]
     elif name == "concurrent":
+
         async def client() -> list[float]:
             return [await turn(graph, str(uuid.uuid4())) for _ in range(turns)]
 

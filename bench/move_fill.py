@@ -39,14 +39,30 @@ def fill(sessions: int, turns: int, events: int) -> None:
                     {"type": "ai", "data": {"content": TEXT, "id": f"{turn_id}:ai", "type": "ai"}},
                 ]
                 result = json.dumps({"turn_id": str(turn_id), "reply": TEXT, "version": n})
-                rows.append(AgentTurn(
-                    id=turn_id, session=session, epoch=1, number=n, base_version=n - 1, parent_id=parent,
-                    graph="intake", status="committed", request_digest="0" * 64, request={"text": TEXT},
-                    result=result, messages=messages, message_count=2 * n, fields={}, stage="collecting",
-                    version=n,
-                ))
-                evs += [AgentTurnEvent(turn_id=turn_id, seq=k, event="delta", data=json.dumps({"text": TEXT[:40]}))
-                        for k in range(1, events + 1)]
+                rows.append(
+                    AgentTurn(
+                        id=turn_id,
+                        session=session,
+                        epoch=1,
+                        number=n,
+                        base_version=n - 1,
+                        parent_id=parent,
+                        graph="intake",
+                        status="committed",
+                        request_digest="0" * 64,
+                        request={"text": TEXT},
+                        result=result,
+                        messages=messages,
+                        message_count=2 * n,
+                        fields={},
+                        stage="collecting",
+                        version=n,
+                    )
+                )
+                evs += [
+                    AgentTurnEvent(turn_id=turn_id, seq=k, event="delta", data=json.dumps({"text": TEXT[:40]}))
+                    for k in range(1, events + 1)
+                ]
                 parent = turn_id
             AgentTurn.objects.bulk_create(rows)
             AgentTurnEvent.objects.bulk_create(evs)

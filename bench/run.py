@@ -71,7 +71,18 @@ class Sizes:
     batches: int = 3
 
 
-SMOKE = Sizes(fresh=5, same=40, clients=3, per_client=2, contention_clients=2, contention_turns=2, sse=3, count=3, rounds=1, batches=1)
+SMOKE = Sizes(
+    fresh=5,
+    same=40,
+    clients=3,
+    per_client=2,
+    contention_clients=2,
+    contention_turns=2,
+    sse=3,
+    count=3,
+    rounds=1,
+    batches=1,
+)
 
 
 # --- processes and databases -------------------------------------------------------------------
@@ -172,7 +183,10 @@ class Server:
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
                 [str(BIN / "daphne"), "-b", HOST, "-p", str(self.port), "agentsite.asgi:application"],
-                cwd=ROOT, env=base_env(self.database.url), stdout=out, stderr=subprocess.STDOUT,
+                cwd=ROOT,
+                env=base_env(self.database.url),
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 60
         while True:
@@ -271,8 +285,12 @@ class FloorWorker:
         with open(log, "ab") as err:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "bench.floor", "--db", url, "--serve"],
-                cwd=ROOT, env=base_env("sqlite:///" + tempfile.gettempdir() + "/agentsite-floor-unused.sqlite3"),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                cwd=ROOT,
+                env=base_env("sqlite:///" + tempfile.gettempdir() + "/agentsite-floor-unused.sqlite3"),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
             )
 
     def run(self, scenario: str, turns: int, clients: int = 1) -> dict[str, Any]:
@@ -371,7 +389,9 @@ class Agentsite:
 
 def windows(result: Result, latencies: list[float], sizes: Sizes) -> None:
     if sizes.same >= 40:
-        result.values["same.last20_over_first20"] = statistics.median(latencies[-20:]) / statistics.median(latencies[:20])
+        result.values["same.last20_over_first20"] = statistics.median(latencies[-20:]) / statistics.median(
+            latencies[:20]
+        )
         result.values["same.first20_ms"] = 1000 * statistics.median(latencies[:20])
         result.values["same.last20_ms"] = 1000 * statistics.median(latencies[-20:])
 
@@ -407,8 +427,9 @@ async def many_clients(servers: list[Server], api_key: str, sizes: Sizes, tag: s
     return latencies, seconds, cpu
 
 
-async def one_round(order: list[str], targets: dict[str, Agentsite], floor: FloorWorker, sizes: Sizes,
-                    round_: int) -> dict[str, Result]:
+async def one_round(
+    order: list[str], targets: dict[str, Agentsite], floor: FloorWorker, sizes: Sizes, round_: int
+) -> dict[str, Result]:
     """Every scenario, one after the other; within each, every side in
     `order`, in pieces that alternate between the sides (fresh and SSE
     turns a few at a time, the 20 × 20 load batch by batch), so a change in
@@ -448,7 +469,9 @@ async def one_round(order: list[str], targets: dict[str, Agentsite], floor: Floo
                 concurrent[side].add(out["latencies"], out["seconds"], out["cpu_seconds"])
                 continue
             target = targets[side]
-            concurrent[side].add(*await many_clients(target.servers[:1], target.api_key, sizes, f"c-{target.tag}-{batch}"))
+            concurrent[side].add(
+                *await many_clients(target.servers[:1], target.api_key, sizes, f"c-{target.tag}-{batch}")
+            )
             if side in two:
                 two[side].add(*await many_clients(target.servers, target.api_key, sizes, f"t-{target.tag}-{batch}"))
     for side in order:
@@ -582,7 +605,10 @@ def count_floor_statements(admin_url: str, database: str, turns: int) -> dict[st
             log.count()
             subprocess.run(
                 [sys.executable, "-m", "bench.floor", "--db", url, "--scenario", scenario, "--turns", str(turns)],
-                cwd=ROOT, env=base_env("sqlite:////tmp/agentsite-floor-unused.sqlite3"), capture_output=True, check=True,
+                cwd=ROOT,
+                env=base_env("sqlite:////tmp/agentsite-floor-unused.sqlite3"),
+                capture_output=True,
+                check=True,
             )
             time.sleep(0.3)
             counted = log.count()
@@ -657,17 +683,28 @@ def checks(pg: dict[str, float], floor: dict[str, float], sizes: Sizes) -> list[
     if "contention.p99_ms" in pg:
         ratio = pg["contention.p99_ms"] / pg["contention.p50_ms"]
         out.append((f"one session, 5 clients: p99 {ratio:.2f}× p50 <= 4", ratio <= 4, ""))
-        out.append(("one session, 5 clients: all committed, none lost",
-                    pg["contention.lost"] == 0 and pg["contention.refused"] == 0, ""))
+        out.append(
+            (
+                "one session, 5 clients: all committed, none lost",
+                pg["contention.lost"] == 0 and pg["contention.refused"] == 0,
+                "",
+            )
+        )
     if "same.last20_over_first20" in pg:
-        out.append((f"one session: last 20 {pg['same.last20_over_first20']:.2f}× first 20 <= 1.2",
-                    pg["same.last20_over_first20"] <= 1.2, ""))
+        out.append(
+            (
+                f"one session: last 20 {pg['same.last20_over_first20']:.2f}× first 20 <= 1.2",
+                pg["same.last20_over_first20"] <= 1.2,
+                "",
+            )
+        )
     if "fresh.statements" in pg:
         out.append((f"statements per turn {pg['fresh.statements']:.1f} <= 15", pg["fresh.statements"] <= 15, ""))
     if "same.bytes_last20" in pg:
         grew = pg["same.bytes_last20"] / pg["same.bytes_first20"]
-        out.append((f"bytes written per turn, last 20 ÷ first 20: {grew:.2f} (independent of length: <= 1.1)",
-                    grew <= 1.1, ""))
+        out.append(
+            (f"bytes written per turn, last 20 ÷ first 20: {grew:.2f} (independent of length: <= 1.1)", grew <= 1.1, "")
+        )
     return out
 
 
@@ -696,8 +733,11 @@ def render(columns: dict[str, dict[str, float]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="a few turns of everything")
-    parser.add_argument("--pg", default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-                        help="a PostgreSQL database to connect to for creating the benchmark's own")
+    parser.add_argument(
+        "--pg",
+        default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
+        help="a PostgreSQL database to connect to for creating the benchmark's own",
+    )
     parser.add_argument("--targets", default="postgresql,sqlite")
     parser.add_argument("--json", default=str(ROOT / "artifacts" / "bench.json"))
     args = parser.parse_args()
@@ -716,7 +756,9 @@ def main() -> int:
     print(f"agentsite bench on {platform.node()} ({os.cpu_count()} CPUs), Python {platform.python_version()}")
     try:
         for target in targets:
-            database = Database.postgres(args.pg, f"agentsite_bench_{suffix}") if target == "postgresql" else Database.sqlite()
+            database = (
+                Database.postgres(args.pg, f"agentsite_bench_{suffix}") if target == "postgresql" else Database.sqlite()
+            )
             databases[target] = database
             env = base_env(database.url)
             manage(env, "migrate", "--noinput", "-v", "0")
@@ -730,7 +772,7 @@ def main() -> int:
         order = ["floor", *targets]
         for round_ in range(sizes.rounds):
             print(f"round {round_ + 1}/{sizes.rounds}, load {loadavg()}", flush=True)
-            rotated = order[round_ % len(order):] + order[: round_ % len(order)]
+            rotated = order[round_ % len(order) :] + order[: round_ % len(order)]
             for side, result in asyncio.run(one_round(rotated, agentsites, floor, sizes, round_)).items():
                 if sizes.same >= 40 and side == "postgresql":
                     result.values.update(bytes_per_turn(databases[side], f"same-{agentsites[side].tag}"))
@@ -738,7 +780,11 @@ def main() -> int:
         columns = {side: median_of(r) for side, r in results.items()}
         if "postgresql" in servers:
             columns["postgresql"].update(
-                asyncio.run(count_agentsite_statements(servers["postgresql"][0], agentsites["postgresql"].api_key, args.pg, sizes.count))
+                asyncio.run(
+                    count_agentsite_statements(
+                        servers["postgresql"][0], agentsites["postgresql"].api_key, args.pg, sizes.count
+                    )
+                )
             )
             columns["floor"].update(count_floor_statements(args.pg, floor_db, sizes.count))
     finally:
@@ -757,11 +803,19 @@ def main() -> int:
     for text, ok, _ in verdicts:
         print(f"  {'PASS' if ok else 'MISS'}  {text}")
     Path(args.json).parent.mkdir(exist_ok=True)
-    Path(args.json).write_text(json.dumps(
-        {"columns": columns, "checks": [{"check": t, "ok": ok} for t, ok, _ in verdicts],
-         "rounds": sizes.rounds, "smoke": args.smoke, "host": platform.node(), "load_after": loadavg()},
-        indent=2,
-    ))
+    Path(args.json).write_text(
+        json.dumps(
+            {
+                "columns": columns,
+                "checks": [{"check": t, "ok": ok} for t, ok, _ in verdicts],
+                "rounds": sizes.rounds,
+                "smoke": args.smoke,
+                "host": platform.node(),
+                "load_after": loadavg(),
+            },
+            indent=2,
+        )
+    )
     print(f"(written to {args.json})")
     return 0
 

@@ -123,10 +123,7 @@ def migration_problem(using: str = DEFAULT_DB_ALIAS) -> str | None:
     executor = MigrationExecutor(connections[using])
     plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
     if plan:
-        return (
-            f"the database has {len(plan)} unapplied migration(s): "
-            "run `python manage.py migrate` first"
-        )
+        return f"the database has {len(plan)} unapplied migration(s): run `python manage.py migrate` first"
     return None
 
 

@@ -11,7 +11,11 @@ access_logger = logging.getLogger("daphne.access")
 
 def _write_entry(self, host, date, request, status=None, length=None, ident=None, user=None) -> None:
     access_logger.info(
-        '%s "%s" %s %s', host, request, status or "-", length or "-",
+        '%s "%s" %s %s',
+        host,
+        request,
+        status or "-",
+        length or "-",
         extra={"client": host, "request": request, "status": status, "length": length},
     )
 

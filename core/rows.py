@@ -148,7 +148,7 @@ def insert_statements(
     model = type(objs[0])
     statements = []
     for start in range(0, len(objs), INSERT_BATCH):
-        batch = objs[start:start + INSERT_BATCH]
+        batch = objs[start : start + INSERT_BATCH]
         sql, fields = _insert_sql(
             connection.vendor, model, len(batch), ignore_conflicts, where[0] if where is not None else None
         )

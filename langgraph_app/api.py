@@ -48,7 +48,7 @@ api = ProtocolApi(
     version="1.0",
     description=(
         "LangGraph's Agent Server API over agentsite's sessions and turns: assistants are graphs, "
-        "threads are sessions, runs are turns. Errors are `{\"detail\", \"code\"}`."
+        'threads are sessions, runs are turns. Errors are `{"detail", "code"}`.'
     ),
     auth=ProtocolAuth(),
     urls_namespace="langgraph",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings

@@ -53,7 +53,9 @@ class _ProtocolStream(SseConsumer):
 
     async def handle(self, body: bytes) -> None:
         if self.scope["method"] != self.method:
-            return await self.send_error(MethodNotAllowed(f"use {self.method}"), headers=[(b"allow", self.method.encode())])
+            return await self.send_error(
+                MethodNotAllowed(f"use {self.method}"), headers=[(b"allow", self.method.encode())]
+            )
         try:
             plan = await self.plan(body, self.request_headers(), self.scope["url_route"]["kwargs"])
         except Exception as error:  # rendered by the front door, unexpected ones logged there

@@ -11,7 +11,15 @@ from starlette.middleware.cors import CORSMiddleware
 
 PREFIX = "/langgraph/"
 # What the SDKs send (LangGraph's agent-chat-ui adds X-Auth-Scheme) and read.
-ALLOW_HEADERS = ["x-api-key", "x-auth-scheme", "authorization", "content-type", "last-event-id", "prefer", "idempotency-key"]
+ALLOW_HEADERS = [
+    "x-api-key",
+    "x-auth-scheme",
+    "authorization",
+    "content-type",
+    "last-event-id",
+    "prefer",
+    "idempotency-key",
+]
 EXPOSE_HEADERS = ["Content-Location", "Location", "X-Pagination-Next", "X-Pagination-Total", "Idempotent-Replayed"]
 MAX_AGE_SECONDS = 600
 

@@ -23,9 +23,15 @@ def _body(schema: str) -> dict[str, Any]:
 
 def _responses() -> dict[str, Any]:
     return {
-        "200": {"description": "the run's events: metadata first, the requested modes, end (or error) last", "content": SSE},
+        "200": {
+            "description": "the run's events: metadata first, the requested modes, end (or error) last",
+            "content": SSE,
+        },
         "404": {"description": "no such thread or run", "content": ERROR},
-        "409": {"description": "the thread is busy (multitask_strategy reject) or waits on an interrupt", "content": ERROR},
+        "409": {
+            "description": "the thread is busy (multitask_strategy reject) or waits on an interrupt",
+            "content": ERROR,
+        },
         "422": {"description": "the request is invalid", "content": ERROR},
     }
 

@@ -25,7 +25,6 @@ class ResumeNeedsThread(ValidationFailed):
     default_message = "You must provide a thread_id when resuming."
 
 
-
 def _text_of(content: Any) -> str:
     """A message's content: a string, or content blocks whose text blocks are
     joined with newlines. Other blocks (images, files) are refused."""

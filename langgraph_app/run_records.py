@@ -52,7 +52,6 @@ def run_json(key: str, turn: AgentTurn) -> dict[str, Any]:
     }
 
 
-
 def run_list(*, owner: str, key: str, limit: int, offset: int, status: str | None) -> list[dict[str, Any]]:
     """The thread's runs in its current epoch, newest first."""
     session = threads.thread_of(owner=owner, key=key)

@@ -91,8 +91,6 @@ class StartedRun:
             logger.exception("could not delete the thread of stateless run %s", self.run_id)
 
 
-
-
 def start_point(*, owner: str, key: str, ref: CheckpointRef) -> tuple[StartFrom, dict[str, Any] | None]:
     """The committed state a checkpoint names, as a claim's `start_from`,
     and — for the state just before a turn's reply — that turn's request
@@ -267,4 +265,3 @@ async def wait_for(run: StartedRun) -> dict[str, Any]:
     except asyncio.CancelledError:
         await run.client_gone()
         raise
-

@@ -73,12 +73,16 @@ async def create_stateless(request: HttpRequest, payload: RunCreateStateless):
 async def list_runs(request: HttpRequest, thread_id: str):
     limit, offset = page(request)
     status = request.GET.get("status") or None
-    return await db(run_records.run_list, owner=request.auth.owner, key=thread_id, limit=limit, offset=offset, status=status)
+    return await db(
+        run_records.run_list, owner=request.auth.owner, key=thread_id, limit=limit, offset=offset, status=status
+    )
 
 
 @runs_router.get("/threads/{thread_id}/runs/{run_id}", summary="A run")
 async def get_run(request: HttpRequest, thread_id: str, run_id: str):
-    return await db(run_records.run_get, owner=request.auth.owner, key=thread_id, run_id=run_records.parse_run_id(run_id))
+    return await db(
+        run_records.run_get, owner=request.auth.owner, key=thread_id, run_id=run_records.parse_run_id(run_id)
+    )
 
 
 @runs_router.get("/threads/{thread_id}/runs/{run_id}/join", summary="Wait for a run; its final values")
@@ -104,4 +108,3 @@ async def cancel_run(request: HttpRequest, thread_id: str, run_id: str):
         await runs.final_event(run_uuid)
         return HttpResponse(status=204)
     return HttpResponse(status=202)
-

@@ -11,7 +11,9 @@ from typing import Any, Literal
 from ninja import Schema
 from pydantic import ConfigDict, Field, StrictBool, StrictStr
 
-StreamMode = Literal["values", "messages", "messages-tuple", "tasks", "checkpoints", "updates", "events", "debug", "custom"]
+StreamMode = Literal[
+    "values", "messages", "messages-tuple", "tasks", "checkpoints", "updates", "events", "debug", "custom"
+]
 MultitaskStrategy = Literal["reject", "rollback", "interrupt", "enqueue"]
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 SortOrder = Literal["asc", "desc"]
@@ -99,9 +101,22 @@ class ThreadSearchRequest(_In):
     offset: int = Field(0, ge=0, le=OFFSET_MAX)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
     sort_order: SortOrder | None = None
-    select: list[
-        Literal["thread_id", "created_at", "updated_at", "metadata", "config", "context", "status", "values", "interrupts"]
-    ] | None = None
+    select: (
+        list[
+            Literal[
+                "thread_id",
+                "created_at",
+                "updated_at",
+                "metadata",
+                "config",
+                "context",
+                "status",
+                "values",
+                "interrupts",
+            ]
+        ]
+        | None
+    ) = None
     extract: dict[str, Any] | None = Field(None, description="not supported")
 
 
@@ -138,9 +153,23 @@ class AssistantSearchRequest(_In):
     offset: int = Field(0, ge=0, le=OFFSET_MAX)
     sort_by: Literal["assistant_id", "created_at", "updated_at", "name", "graph_id"] | None = None
     sort_order: SortOrder | None = None
-    select: list[
-        Literal["assistant_id", "graph_id", "name", "description", "config", "context", "created_at", "updated_at", "metadata", "version"]
-    ] | None = None
+    select: (
+        list[
+            Literal[
+                "assistant_id",
+                "graph_id",
+                "name",
+                "description",
+                "config",
+                "context",
+                "created_at",
+                "updated_at",
+                "metadata",
+                "version",
+            ]
+        ]
+        | None
+    ) = None
 
 
 class AssistantCountRequest(_In):

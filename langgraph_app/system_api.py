@@ -27,7 +27,6 @@ async def info(request: HttpRequest):
     }
 
 
-
 @meta.get("/ok", auth=None, summary="Liveness; ?check_db=1 also asks the database")
 async def ok(request: HttpRequest):
     if flag(request, "check_db"):

@@ -103,14 +103,18 @@ def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
     for turn in turns:
         parent = after(turn.parent_id)
         if "resume" not in turn.request:
-            before_reply = State(CheckpointRef(epoch, turn.base_version, 2 * turn.number - 1), "input", turn, parent, turn.created_at)
+            before_reply = State(
+                CheckpointRef(epoch, turn.base_version, 2 * turn.number - 1), "input", turn, parent, turn.created_at
+            )
             found.append(before_reply)
             parent = before_reply.ref
         found.append(State(after(turn.id), "after", turn, parent, turn.finished_at))
     head = after(session.head_turn_id)
     if session.version != head.version:
         head_turn = by_id.get(session.head_turn_id) if session.head_turn_id is not None else None
-        found.append(State(CheckpointRef(epoch, session.version, head.step), "now", head_turn, head, session.updated_at))
+        found.append(
+            State(CheckpointRef(epoch, session.version, head.step), "now", head_turn, head, session.updated_at)
+        )
     return sorted(found, key=lambda s: s.ref, reverse=True)
 
 
@@ -118,7 +122,11 @@ def current_state(session: AgentSession, states: list[State]) -> State:
     """The state the session is in now: the newest on its head."""
     head = session.head_turn_id
     for state in states:
-        if state.kind == "now" or (state.kind == "after" and state.turn.id == head) or (state.kind == "start" and head is None):
+        if (
+            state.kind == "now"
+            or (state.kind == "after" and state.turn.id == head)
+            or (state.kind == "start" and head is None)
+        ):
             return state
     raise AssertionError("a session always has a current state")
 
@@ -191,8 +199,14 @@ def state_json(session: AgentSession, state: State, by_id: dict[UUID, AgentTurn]
         next_nodes = [PAUSED_NODE]
         tasks = [
             {
-                "id": str(waiting), "name": PAUSED_NODE, "path": ["__pregel_pull", PAUSED_NODE], "error": None,
-                "interrupts": interrupts, "checkpoint": None, "state": None, "result": None,
+                "id": str(waiting),
+                "name": PAUSED_NODE,
+                "path": ["__pregel_pull", PAUSED_NODE],
+                "error": None,
+                "interrupts": interrupts,
+                "checkpoint": None,
+                "state": None,
+                "result": None,
             }
         ]
     elif state.kind == "input":

@@ -83,7 +83,9 @@ def _search(owner: str, payload: ThreadSearchRequest | ThreadCountRequest, limit
 
 @threads_router.post("/threads/search", summary="Search your threads (metadata: top-level keys equal)")
 async def search_threads(request: HttpRequest, payload: ThreadSearchRequest, response: HttpResponse):
-    found, total = await db(_search, owner=request.auth.owner, payload=payload, limit=payload.limit, offset=payload.offset)
+    found, total = await db(
+        _search, owner=request.auth.owner, payload=payload, limit=payload.limit, offset=payload.offset
+    )
     response["X-Pagination-Total"] = str(total)
     if payload.offset + len(found) < total:
         response["X-Pagination-Next"] = str(payload.offset + payload.limit)
@@ -191,7 +193,11 @@ async def update_state(request: HttpRequest, thread_id: str, payload: ThreadStat
     expected = await db(_expected_version, owner=owner, key=thread_id, ref=ref)
     try:
         await retry_while_busy(
-            session_services.session_set_fields, owner=owner, key=thread_id, values=values["fields"], expected_version=expected
+            session_services.session_set_fields,
+            owner=owner,
+            key=thread_id,
+            values=values["fields"],
+            expected_version=expected,
         )
     except VersionConflict as conflict:
         raise VersionConflict("the thread is no longer at that checkpoint", details=conflict.details) from None

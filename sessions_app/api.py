@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Query, Router, Status
-from typing_extensions import Annotated
 
 from core.asyncdb import db, retry_while_busy
 from core.errors import PreconditionRequired, ValidationFailed
@@ -45,9 +45,7 @@ async def create_session(request: HttpRequest, payload: SessionCreateIn):
 
 @router.get("", response=SessionPage)
 async def list_sessions(request: HttpRequest, page: Query[PageIn]):
-    items, count = await db(
-        selectors.session_page, owner=request.auth.owner, limit=page.limit, offset=page.offset
-    )
+    items, count = await db(selectors.session_page, owner=request.auth.owner, limit=page.limit, offset=page.offset)
     return {"items": items, "count": count, "limit": page.limit, "offset": page.offset}
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 MAX_KEYS = 1024
 
 _lock = threading.Lock()
-_keys: OrderedDict[str, tuple[float, "ApiKey"]] = OrderedDict()
+_keys: OrderedDict[str, tuple[float, ApiKey]] = OrderedDict()
 
 
 def get(key_hash: str) -> ApiKey | None:

@@ -100,12 +100,8 @@ class AgentSession(models.Model):
         indexes = [
             models.Index(fields=["owner", "-updated_at"], name="agent_session_owner_recent"),
             # The periodic maintenance: idle sessions to expire, old tombstones.
-            models.Index(
-                fields=["updated_at"], condition=Q(deleted_at__isnull=True), name="agent_session_live_idle"
-            ),
-            models.Index(
-                fields=["deleted_at"], condition=Q(deleted_at__isnull=False), name="agent_session_tombstones"
-            ),
+            models.Index(fields=["updated_at"], condition=Q(deleted_at__isnull=True), name="agent_session_live_idle"),
+            models.Index(fields=["deleted_at"], condition=Q(deleted_at__isnull=False), name="agent_session_tombstones"),
         ]
 
     # Not a column: True on the instance a transaction inserted (it has no

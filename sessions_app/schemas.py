@@ -29,7 +29,7 @@ class SessionOut(Schema):
     turn_count: int
     head_turn_id: UUID | None = Field(description="the committed turn the session's state is after")
     interrupts: list[dict[str, Any]] | None = Field(
-        description="what the graph waits for: resume with a turn whose body is {\"resume\": …}"
+        description='what the graph waits for: resume with a turn whose body is {"resume": …}'
     )
     metadata: dict[str, Any]
     created_at: datetime
@@ -40,9 +40,7 @@ class FieldsPatchIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     fields: dict[str, Any]
-    expected_version: StrictInt | None = Field(
-        None, ge=0, description="the version you read; or send it as If-Match"
-    )
+    expected_version: StrictInt | None = Field(None, ge=0, description="the version you read; or send it as If-Match")
 
 
 class FieldsPatchOut(SessionOut):

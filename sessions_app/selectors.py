@@ -4,7 +4,6 @@ missing row surface as a 500."""
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -12,6 +11,7 @@ from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Now
 
 from core.errors import InvalidSessionKey, SessionNotFound
+
 # AgentSession is also the type of what these reads return: the apps above
 # name it from here, never from sessions_app.models.
 from sessions_app.models import SESSION_KEY_PATTERN, AgentSession
@@ -36,15 +36,20 @@ def session_get(*, owner: str, key: str) -> AgentSession:
 
 
 def session_list(*, owner: str) -> QuerySet[AgentSession]:
-    return AgentSession.objects.filter(owner=owner, deleted_at__isnull=True).order_by(
-        "-updated_at", "key"
-    )
+    return AgentSession.objects.filter(owner=owner, deleted_at__isnull=True).order_by("-updated_at", "key")
 
 
 # What a list shows of each session; the rest (form, fields, metadata, the
 # transcript) can be tens of kilobytes a row: `GET /sessions/{key}` has it.
 SESSION_SUMMARY_COLUMNS = (
-    "id", "key", "stage", "version", "epoch", "turn_count", "created_at", "updated_at",
+    "id",
+    "key",
+    "stage",
+    "version",
+    "epoch",
+    "turn_count",
+    "created_at",
+    "updated_at",
 )
 
 
@@ -104,8 +109,9 @@ def session_get_including_deleted(*, owner: str, key: str) -> AgentSession:
 def sessions_with_expired_lease() -> list:
     """Ids of sessions held by a turn whose lease ran out (by the database's clock)."""
     return list(
-        AgentSession.objects.filter(active_turn_id__isnull=False, lease_expires_at__lt=Now())
-        .values_list("id", flat=True)
+        AgentSession.objects.filter(active_turn_id__isnull=False, lease_expires_at__lt=Now()).values_list(
+            "id", flat=True
+        )
     )
 
 
@@ -130,7 +136,5 @@ def sessions_idle_since(cutoff, *, limit: int) -> list:
 def tombstones_older_than(cutoff, *, limit: int) -> list:
     """Ids of sessions deleted before `cutoff`, oldest first."""
     return list(
-        AgentSession.objects.filter(deleted_at__lt=cutoff)
-        .order_by("deleted_at")
-        .values_list("id", flat=True)[:limit]
+        AgentSession.objects.filter(deleted_at__lt=cutoff).order_by("deleted_at").values_list("id", flat=True)[:limit]
     )

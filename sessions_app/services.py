@@ -116,9 +116,7 @@ def session_insert(
     clean_form = check_form(form) if form is not None else default_form()
     clean_metadata = check_metadata(metadata)
     clean_graph = check_graph(graph)
-    existing = (
-        AgentSession.objects.select_for_update().filter(owner=owner, key=key).first()
-    )
+    existing = AgentSession.objects.select_for_update().filter(owner=owner, key=key).first()
     if existing is not None and not existing.is_deleted:
         raise SessionExists()
     check_session_quota(owner=owner)
@@ -165,9 +163,7 @@ class FieldsUpdate:
     changes: dict[str, Any]
 
 
-def session_set_fields(
-    *, owner: str, key: str, values: Any, expected_version: int
-) -> FieldsUpdate:
+def session_set_fields(*, owner: str, key: str, values: Any, expected_version: int) -> FieldsUpdate:
     """Version-conditional: applies only if the session is at `expected_version`
     and no turn holds it; a live turn answers `session_busy` (the caller may
     wait and retry). Bumps the version, which fences off any turn that based
@@ -197,9 +193,7 @@ def session_set_fields(
         return FieldsUpdate(session=session, changes=changes)
 
 
-def session_delete(
-    *, session_id: uuid.UUID, idle_before: datetime | None = None
-) -> AgentSession | None:
+def session_delete(*, session_id: uuid.UUID, idle_before: datetime | None = None) -> AgentSession | None:
     """Delete a session, keeping a tombstone: epoch + 1 (fences any running
     turn), version kept, the conversation's columns cleared. Receivers of
     `session_deleting` (turns_app: turns and checkpoint threads) purge in the

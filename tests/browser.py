@@ -64,7 +64,9 @@ def install_playwright_chromium() -> bool:
     try:
         done = subprocess.run(
             [sys.executable, "-m", "playwright", "install", "chromium"],
-            timeout=INSTALL_SECONDS, capture_output=True, text=True,
+            timeout=INSTALL_SECONDS,
+            capture_output=True,
+            text=True,
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -81,7 +83,9 @@ def find_chromium(
     configured = environ.get("CHROMIUM", "").strip()
     if configured:
         if not os.access(configured, os.X_OK):
-            raise NoChromium(f"CHROMIUM={configured} is not an executable file: fix it, or unset it and {HOW_TO_GET_ONE}")
+            raise NoChromium(
+                f"CHROMIUM={configured} is not an executable file: fix it, or unset it and {HOW_TO_GET_ONE}"
+            )
         return configured
     for path in usual_paths:
         if os.access(path, os.X_OK):

@@ -75,9 +75,11 @@ def test_a_run_with_browser_tests_stops_at_once_without_chromium(tmp_path):
     """A real pytest run on a machine with no Chromium: the CHROMIUM setting
     points nowhere, so it stops before any test with the one line."""
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/system/test_admin_debug_off.py"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/system/test_admin_debug_off.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "CHROMIUM": str(tmp_path / "no-chrome-here")},
     )
     assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr

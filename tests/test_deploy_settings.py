@@ -42,8 +42,11 @@ def check_deploy(environment: dict[str, str]) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env={**base, **environment, "DJANGO_SETTINGS_MODULE": "agentsite.settings"},
-        capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env={**base, **environment, "DJANGO_SETTINGS_MODULE": "agentsite.settings"},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -95,10 +98,21 @@ def test_https_settings_reach_django():
     )
     base = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**base, **environment, "DJANGO_SETTINGS_MODULE": "agentsite.settings"},
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [
-        "True", "True", "True", "31536000", "True", "True", "('HTTP_X_FORWARDED_PROTO',", "'https')",
+        "True",
+        "True",
+        "True",
+        "31536000",
+        "True",
+        "True",
+        "('HTTP_X_FORWARDED_PROTO',",
+        "'https')",
     ]

@@ -17,9 +17,34 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-PACKAGES = ("core", "graphs", "sessions_app", "turns_app", "langgraph_app", "agentsite", "bench", "tests", "deploy", "docs")
+PACKAGES = (
+    "core",
+    "graphs",
+    "sessions_app",
+    "turns_app",
+    "langgraph_app",
+    "agentsite",
+    "bench",
+    "tests",
+    "deploy",
+    "docs",
+)
 FILES = ("README.md", "Makefile", ".ci/run")
-SUFFIXES = {".py", ".md", ".html", ".txt", ".template", ".conf", ".yml", ".yaml", ".toml", ".mjs", ".sh", ".cfg", ".ini"}
+SUFFIXES = {
+    ".py",
+    ".md",
+    ".html",
+    ".txt",
+    ".template",
+    ".conf",
+    ".yml",
+    ".yaml",
+    ".toml",
+    ".mjs",
+    ".sh",
+    ".cfg",
+    ".ini",
+}
 # Vendored text that is not ours to word: LangGraph's published OpenAPI.
 VENDORED = (ROOT / "tests" / "langgraph_api" / "spec",)
 HERE = Path(__file__).resolve()
@@ -68,8 +93,18 @@ def where(path: Path, text: str, index: int) -> str:
 
 def test_the_docs_are_there():
     expected = {
-        "README.md", "architecture.md", "turn-protocol.md", "invariants.md", "storage.md", "scale.md",
-        "field-notes.md", "api.md", "agent-protocol.md", "graphs.md", "operations.md", "configuration.md",
+        "README.md",
+        "architecture.md",
+        "turn-protocol.md",
+        "invariants.md",
+        "storage.md",
+        "scale.md",
+        "field-notes.md",
+        "api.md",
+        "agent-protocol.md",
+        "graphs.md",
+        "operations.md",
+        "configuration.md",
         "development.md",
     }
     assert expected <= {p.name for p in DOCS.glob("*.md")}
@@ -104,9 +139,7 @@ def test_links_between_the_docs_resolve(doc: Path):
             continue  # another site
         file, _, anchor = target.partition("#")
         linked = (doc.parent / file).resolve() if file else doc
-        if not linked.exists():
-            broken.append(target)
-        elif anchor and linked.suffix == ".md" and anchor not in {slug(h) for h in headings(linked)}:
+        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in {slug(h) for h in headings(linked)}):
             broken.append(target)
     assert broken == []
 

@@ -135,6 +135,8 @@ async def test_pool_usage_is_exported(metrics_on, api: Api, settings):
     samples = await scrape()
     max_size = settings.DATABASES["default"]["OPTIONS"]["pool"]["max_size"]
     assert value(samples, "agentsite_db_pool_connections", pool="django", state="max") == max_size
-    assert value(samples, "agentsite_db_pool_connections", pool="checkpointer", state="max") == settings.AGENT_DB_POOL_SIZE
+    assert (
+        value(samples, "agentsite_db_pool_connections", pool="checkpointer", state="max") == settings.AGENT_DB_POOL_SIZE
+    )
     assert value(samples, "agentsite_db_pool_connections", pool="checkpointer", state="open") >= 1
     assert ("agentsite_db_pool_requests_waiting", frozenset({("pool", "django")})) in samples

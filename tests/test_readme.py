@@ -43,7 +43,7 @@ def proxy_codes() -> set[str]:
 def doc_table(doc: str, after: str) -> str:
     """The first Markdown table in docs/`doc` at or after the text `after`."""
     text = (ROOT / "docs" / doc).read_text()
-    table = re.search(r"(^\|.*\|\n)+", text[text.index(after):], re.MULTILINE)
+    table = re.search(r"(^\|.*\|\n)+", text[text.index(after) :], re.MULTILINE)
     assert table, f"docs/{doc}'s table after {after!r} is gone"
     return table.group(0)
 

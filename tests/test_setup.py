@@ -18,8 +18,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def table_names(database_url: str) -> set[str]:
     probe = run(
-        ["-c", ("import django; django.setup(); from django.db import connection; "
-         "print(','.join(connection.introspection.table_names()))")],
+        [
+            "-c",
+            (
+                "import django; django.setup(); from django.db import connection; "
+                "print(','.join(connection.introspection.table_names()))"
+            ),
+        ],
         database_url,
     )
     assert probe.returncode == 0, probe.stderr
@@ -72,8 +77,13 @@ def test_checkpointer_tables_missing_refuses_to_start(fresh_database_url):
     url, _ = fresh_database_url
     assert run(["manage.py", "migrate", "--noinput"], url).returncode == 0
     drop = run(
-        ["-c", ("import django; django.setup(); from django.db import connection; "
-         "c = connection.cursor(); c.execute('DROP TABLE checkpoints')")],
+        [
+            "-c",
+            (
+                "import django; django.setup(); from django.db import connection; "
+                "c = connection.cursor(); c.execute('DROP TABLE checkpoints')"
+            ),
+        ],
         url,
     )
     assert drop.returncode == 0, drop.stderr
@@ -116,19 +126,29 @@ def test_migrating_a_database_with_sessions_counts_each_owners_live_ones(fresh_d
     url, _ = fresh_database_url
     assert run(["manage.py", "migrate", "sessions_app", "0004", "--noinput"], url).returncode == 0
     setup = run(
-        ["-c", ("import django; django.setup(); from django.utils import timezone; "
-         "from sessions_app.models import AgentSession as S; "
-         "[S.objects.create(owner='alice', key=f'a{i}') for i in range(3)]; "
-         "S.objects.create(owner='bob', key='b'); "
-         "S.objects.create(owner='bob', key='gone', deleted_at=timezone.now())")],
+        [
+            "-c",
+            (
+                "import django; django.setup(); from django.utils import timezone; "
+                "from sessions_app.models import AgentSession as S; "
+                "[S.objects.create(owner='alice', key=f'a{i}') for i in range(3)]; "
+                "S.objects.create(owner='bob', key='b'); "
+                "S.objects.create(owner='bob', key='gone', deleted_at=timezone.now())"
+            ),
+        ],
         url,
     )
     assert setup.returncode == 0, setup.stderr
     assert run(["manage.py", "migrate", "--noinput"], url).returncode == 0
     probe = run(
-        ["-c", ("import django; django.setup(); from sessions_app.models import AgentSession as S, "
-         "OwnerSessionCount as C; S.objects.create(owner='bob', key='new'); "
-         "print(sorted(C.objects.values_list('owner', 'live')))")],
+        [
+            "-c",
+            (
+                "import django; django.setup(); from sessions_app.models import AgentSession as S, "
+                "OwnerSessionCount as C; S.objects.create(owner='bob', key='new'); "
+                "print(sorted(C.objects.values_list('owner', 'live')))"
+            ),
+        ],
         url,
     )
     assert probe.returncode == 0, probe.stderr

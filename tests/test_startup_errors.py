@@ -68,9 +68,7 @@ def test_a_sqlite_file_in_a_missing_folder_is_an_error_not_a_new_database(tmp_pa
 
 
 def test_a_missing_agent_data_dir_is_an_error_too(tmp_path):
-    result, _ = timed(
-        ["manage.py", "migrate", "--noinput"], "", AGENT_DATA_DIR=str(tmp_path / "nowhere")
-    )
+    result, _ = timed(["manage.py", "migrate", "--noinput"], "", AGENT_DATA_DIR=str(tmp_path / "nowhere"))
     assert_refused(result, str(tmp_path / "nowhere"))
     assert not (tmp_path / "nowhere").exists()
 
@@ -90,8 +88,11 @@ def test_the_default_data_folder_is_created(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "AGENT_DATA_DIR"}}
     result = subprocess.run(
         [sys.executable, "manage.py", "showmigrations", "sessions_app"],
-        cwd=clone, env={**env, "DJANGO_SETTINGS_MODULE": "agentsite.settings"},
-        capture_output=True, text=True, timeout=60,
+        cwd=clone,
+        env={**env, "DJANGO_SETTINGS_MODULE": "agentsite.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert (clone / "data").is_dir()

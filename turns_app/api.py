@@ -4,15 +4,15 @@ selector, render."""
 
 from __future__ import annotations
 
+from typing import Annotated
 from uuid import UUID
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Query, Router, Status
-from typing_extensions import Annotated
 
-from graphs.runtime.registry import describe
 from core.asyncdb import db
+from graphs.runtime.registry import describe
 from sessions_app.schemas import PageIn, SessionOut
 from sessions_app.selectors import check_session_key
 from turns_app import selectors, services

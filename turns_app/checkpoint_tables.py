@@ -44,8 +44,7 @@ SQL_DELETE_THREADS = "DELETE FROM {table} WHERE thread_id IN ({placeholders})"
 SQL_THREADS = "SELECT DISTINCT thread_id FROM checkpoints"
 # Rows and bytes per table for threads whose name starts with a prefix.
 SQL_STORAGE_POSTGRES = (
-    "SELECT count(*), coalesce(sum(pg_column_size(t.*)), 0) FROM {table} AS t "
-    "WHERE thread_id LIKE %s ESCAPE '\\'"
+    "SELECT count(*), coalesce(sum(pg_column_size(t.*)), 0) FROM {table} AS t WHERE thread_id LIKE %s ESCAPE '\\'"
 )
 SQL_STORAGE_SQLITE = {
     "checkpoints": (
@@ -89,9 +88,7 @@ def install_tables(settings_dict: dict[str, Any]) -> None:
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
 
-        with psycopg.connect(
-            postgres_conninfo(settings_dict), autocommit=True, row_factory=dict_row
-        ) as conn:
+        with psycopg.connect(postgres_conninfo(settings_dict), autocommit=True, row_factory=dict_row) as conn:
             PostgresSaver(conn).setup()
     else:
         from langgraph.checkpoint.sqlite import SqliteSaver
@@ -119,10 +116,7 @@ def schema_problem(using: str = "default") -> str | None:
     existing = set(conn.introspection.table_names())
     missing = [t for t in checkpoint_tables(conn.settings_dict) if t not in existing]
     if missing:
-        return (
-            f"the checkpointer's tables ({', '.join(missing)}) are missing: "
-            "run `python manage.py migrate`"
-        )
+        return f"the checkpointer's tables ({', '.join(missing)}) are missing: run `python manage.py migrate`"
     if is_postgres(conn.settings_dict):
         with conn.cursor() as cursor:
             cursor.execute(SQL_POSTGRES_SCHEMA_VERSION)
@@ -226,9 +220,7 @@ def upgrade_after_migrate(*, using: str = "default", plan=None, **_: object) -> 
     if plan is None:
         return
     conn = connections[using]
-    applied = MigrationRecorder(conn).migration_qs.filter(
-        app="turns_app", name="0002_checkpointer_tables"
-    )
+    applied = MigrationRecorder(conn).migration_qs.filter(app="turns_app", name="0002_checkpointer_tables")
     if not applied.exists():
         return  # migrated backwards past 0002, or not there yet
     install_tables(conn.settings_dict)

@@ -81,9 +81,7 @@ class _TurnStream(SseConsumer):
         if not await self.stream(plan.events, headers=plan.headers) and plan.owned:
             await client_gone(plan.owned)
 
-    async def plan(
-        self, body: bytes, headers: dict[str, str], route: dict[str, str]
-    ) -> Plan | None:
+    async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan | None:
         raise NotImplementedError
 
 
@@ -92,9 +90,7 @@ class TurnStreamConsumer(_TurnStream):
 
     method = "POST"
 
-    async def plan(
-        self, body: bytes, headers: dict[str, str], route: dict[str, str]
-    ) -> Plan | None:
+    async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan | None:
         """Checks in the JSON endpoint's order: auth, body, session key,
         Idempotency-Key, then the claim (409s, 503)."""
         api_key = await authenticate(headers)
@@ -122,9 +118,7 @@ class TurnReattachConsumer(_TurnStream):
 
     method = "GET"
 
-    async def plan(
-        self, body: bytes, headers: dict[str, str], route: dict[str, str]
-    ) -> Plan | None:
+    async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan | None:
         api_key = await authenticate(headers)
         key = check_session_key(route["key"])
         turn_id = _parse_turn_id(route["turn_id"])

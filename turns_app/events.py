@@ -44,14 +44,14 @@ BATCH_SECONDS = 0.05
 # checks then whether the turn's process died (its lease ran out).
 RECHECK_SECONDS = 1.0
 
-_logs: dict[UUID, "EventLog"] = {}
+_logs: dict[UUID, EventLog] = {}
 
 
 def encode(data: dict[str, Any] | str) -> str:
     return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
 
 
-def event_log(turn_id: UUID) -> "EventLog | None":
+def event_log(turn_id: UUID) -> EventLog | None:
     """The turn's log if the turn is running in this process."""
     return _logs.get(turn_id)
 
@@ -244,4 +244,3 @@ def replay_from(turn_id: UUID, after: int = 0) -> AsyncIterator[TurnEvent]:
     log if it runs here, else the table."""
     log = event_log(turn_id)
     return log.follow(after) if log is not None else follow_stored(turn_id, after)
-

@@ -21,17 +21,17 @@ import openai
 from django.conf import settings
 
 from core.asyncdb import db, is_storage_error
-from core.http import errors
 from core.errors import (
     ApiError,
-    error_for,
     InternalError,
     ModelError,
     ModelTimeout,
     StaleTurn,
     StorageUnavailable,
     TurnCancelled,
+    error_for,
 )
+from core.http import errors
 from turns_app import history, observability, running, session_wait, shutdown, stream_parts, wakeups
 from turns_app.events import EventLog
 from turns_app.graph_step import run_graph
@@ -156,7 +156,7 @@ class TurnRun:
     def turn_id(self) -> UUID:
         return self.claim.turn_id
 
-    def start(self) -> "TurnRun":
+    def start(self) -> TurnRun:
         self.task = asyncio.create_task(self._execute(), name=f"turn-{self.turn_id}")
         running.register(self)
         self.task.add_done_callback(self._finished)
@@ -255,8 +255,9 @@ class TurnRun:
             graph_task.cancel()
 
         try:
-            async with wakeups.on_cancel(self.turn_id, stop_the_graph), asyncio.timeout(
-                settings.AGENT_MODEL_TIMEOUT_SECONDS
+            async with (
+                wakeups.on_cancel(self.turn_id, stop_the_graph),
+                asyncio.timeout(settings.AGENT_MODEL_TIMEOUT_SECONDS),
             ):
                 outcome = await graph_task
         except asyncio.CancelledError:
@@ -310,7 +311,6 @@ class TurnRun:
         except Exception:
             self.log.give_back([e for e in pending if e not in staged])  # the abort writes them (a repeat is skipped)
             raise
-
 
     def _committed(self, outcome) -> None:
         # The next turn of this session starts from here without a read.

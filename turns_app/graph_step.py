@@ -30,12 +30,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from graphs.runtime import effects
+from core.errors import StateLost
 from graphs.intake import form_spec
-from graphs.runtime.savers import get_saver
+from graphs.runtime import effects
 from graphs.runtime.registry import FIELDS, FORM, MESSAGES, REJECTED, STAGE, GraphShape, graph_for, shape_of
 from graphs.runtime.run_checkpoints import RunCheckpoints
-from core.errors import StateLost
+from graphs.runtime.savers import get_saver
 from turns_app import faults, history
 from turns_app.stream_parts import NativeParts
 from turns_app.types import REQUEST_OPTIONS, Claim, Outcome
@@ -48,7 +48,7 @@ STAGE_MAX_LENGTH = 64
 # Channels the protocol itself fills or reads: not carried as "other values".
 NOT_CARRIED = frozenset({MESSAGES, FIELDS, STAGE, FORM})
 
-_run_checkpoints: "weakref.WeakKeyDictionary[BaseCheckpointSaver, RunCheckpoints]" = weakref.WeakKeyDictionary()
+_run_checkpoints: weakref.WeakKeyDictionary[BaseCheckpointSaver, RunCheckpoints] = weakref.WeakKeyDictionary()
 
 
 class GraphContractError(RuntimeError):
@@ -223,7 +223,9 @@ async def _emit_update(update: dict[str, Any], shape: GraphShape, fields: _Field
     for message in update.get(MESSAGES) or ():
         if isinstance(message, AIMessage):
             for call in message.tool_calls:
-                await emit("tool_call", {"id": call.get("id"), "name": call.get("name"), "args": _shown(call.get("args"))})
+                await emit(
+                    "tool_call", {"id": call.get("id"), "name": call.get("name"), "args": _shown(call.get("args"))}
+                )
         elif isinstance(message, ToolMessage):
             await emit(
                 "tool_result",
@@ -252,7 +254,7 @@ def _outcome(
 ) -> Outcome:
     messages = list(final.get(MESSAGES) or [])
     kept = [m.id for m in messages[: len(prior)]] == [m.id for m in prior]
-    added = messages[len(prior):] if kept else messages
+    added = messages[len(prior) :] if kept else messages
     replies = [m for m in added if isinstance(m, AIMessage)]
     reply = replies[-1].text if replies else ""
     if not interrupts and not replies:

@@ -88,9 +88,7 @@ class Leadership:
                 logger.warning("maintenance: the lock's connection broke; trying to lead again")
                 await self.release()
         try:
-            conn = await psycopg.AsyncConnection.connect(
-                postgres_conninfo(database_settings()), autocommit=True
-            )
+            conn = await psycopg.AsyncConnection.connect(postgres_conninfo(database_settings()), autocommit=True)
         except psycopg.Error as exc:
             logger.warning("maintenance: cannot reach the database to lead: %s", exc)
             return False
@@ -128,7 +126,8 @@ async def tick(leadership: Leadership | None) -> Report | None:
         metrics.MAINTENANCE_ITEMS.labels(kind=kind).inc(count)
     logger.log(
         logging.INFO if any(counts.values()) else logging.DEBUG,
-        "maintenance: %s", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()),
+        "maintenance: %s",
+        ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in counts.items()),
         extra={"event": "maintenance", **counts},
     )
     return report

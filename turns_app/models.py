@@ -71,14 +71,10 @@ class AgentTurn(models.Model):
                 condition=Q(idempotency_key__isnull=False) & ~Q(status="aborted"),
                 name="agent_turn_live_idempotency_key_uniq",
             ),
-            models.UniqueConstraint(
-                fields=["session", "epoch", "number"], name="agent_turn_session_epoch_number_uniq"
-            ),
+            models.UniqueConstraint(fields=["session", "epoch", "number"], name="agent_turn_session_epoch_number_uniq"),
         ]
         indexes = [
-            models.Index(
-                fields=["status"], condition=Q(status="pending"), name="agent_turn_pending"
-            ),
+            models.Index(fields=["status"], condition=Q(status="pending"), name="agent_turn_pending"),
             models.Index(fields=["session", "-created_at"], name="agent_turn_session_recent"),
         ]
         ordering = ["session", "epoch", "number"]
@@ -95,7 +91,6 @@ class AgentTurn(models.Model):
         return checkpoint_thread_id(self.session_id, self.epoch, self.id)
 
 
-
 # A turn that ended with a commit: the epoch's history has it (a paused one too).
 FINISHED = (AgentTurn.Status.COMMITTED, AgentTurn.Status.INTERRUPTED)
 
@@ -106,9 +101,7 @@ class AgentTurnEvent(models.Model):
     any process. `data` is the JSON text sent, verbatim."""
 
     id = models.BigAutoField(primary_key=True)
-    turn = models.ForeignKey(
-        AgentTurn, on_delete=models.CASCADE, related_name="events", db_index=False
-    )
+    turn = models.ForeignKey(AgentTurn, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.IntegerField()
     event = models.CharField(max_length=32)
     data = models.TextField()

@@ -56,7 +56,10 @@ def turn_started(run: Run, *, owner: str, key: str) -> Run:
     metrics.ACTIVE_TURNS.inc()
     logger.info(
         "turn %s started: session %s of %s, turn #%d",
-        run.turn_id, key, owner, run.claim.number,
+        run.turn_id,
+        key,
+        owner,
+        run.claim.number,
         extra={"event": "turn_started", **_context(run, watch)},
     )
     assert run.task is not None
@@ -95,16 +98,19 @@ def _ended(run: RunningTurn, task: asyncio.Task) -> None:
     logger.log(
         logging.INFO if outcome == "committed" else logging.WARNING,
         "turn %s %s%s in %.0f ms: session %s of %s",
-        run.turn_id, outcome, f" ({code})" if code else "", seconds * 1000, watch.session, watch.owner,
+        run.turn_id,
+        outcome,
+        f" ({code})" if code else "",
+        seconds * 1000,
+        watch.session,
+        watch.owner,
         extra={
             "event": "turn_ended",
             **_context(run, watch),
             "outcome": outcome,
             "code": code or None,
             "duration_ms": round(seconds * 1000, 1),
-            "first_delta_ms": (
-                round((watch.first_delta - watch.started) * 1000, 1) if watch.first_delta else None
-            ),
+            "first_delta_ms": (round((watch.first_delta - watch.started) * 1000, 1) if watch.first_delta else None),
         },
     )
 
@@ -113,7 +119,9 @@ def turn_replayed(replay: Replay, *, owner: str, key: str) -> Replay:
     metrics.TURNS.labels(outcome="replayed", code="").inc()
     logger.info(
         "turn %s replayed: session %s of %s",
-        replay.turn_id, key, owner,
+        replay.turn_id,
+        key,
+        owner,
         extra={"event": "turn_replayed", "turn_id": str(replay.turn_id), "session": key, "owner": owner},
     )
     return replay

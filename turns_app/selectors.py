@@ -122,11 +122,7 @@ def turn_of_owner(*, owner: str, key: str, turn_id: UUID) -> AgentTurn:
 
 def turn_counts(*, session_ids: list[UUID]) -> dict[UUID, int]:
     """Turns per session, all epochs (what a delete would remove)."""
-    return dict(
-        AgentTurn.objects.filter(session__in=session_ids)
-        .values_list("session")
-        .annotate(n=Count("id"))
-    )
+    return dict(AgentTurn.objects.filter(session__in=session_ids).values_list("session").annotate(n=Count("id")))
 
 
 @dataclass(frozen=True)

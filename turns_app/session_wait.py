@@ -128,14 +128,14 @@ class _Turnstile:
     """One process's queue of claims for one session, entered from a claim's
     first try and left once it went through or gave up."""
 
-    _open: dict[tuple[Any, ...], "_Turnstile"] = {}
+    _open: dict[tuple[Any, ...], _Turnstile] = {}
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.users = 0
 
     @classmethod
-    def join(cls, session: tuple[Any, ...]) -> "_Turnstile":
+    def join(cls, session: tuple[Any, ...]) -> _Turnstile:
         turnstile = cls._open.get(session)
         if turnstile is None:
             turnstile = cls._open[session] = cls()

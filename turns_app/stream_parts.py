@@ -61,4 +61,3 @@ class NativeParts:
             # (and useStream, which reads them) has them in the values.
             data = {**data, "__interrupt__": list(part["interrupts"])}
         await self.emit(event, dumps(data))
-

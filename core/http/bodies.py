@@ -89,10 +89,7 @@ def check_text(value: str, where: str) -> None:
 def validation_failed(errors: list[dict[str, Any]]) -> ValidationFailed:
     """pydantic's (or ninja's) error list as our 422: the first problem in
     the message, every problem in `details`."""
-    details = [
-        {"loc": [str(p) for p in e.get("loc", ())], "message": e.get("msg", "invalid")}
-        for e in errors
-    ]
+    details = [{"loc": [str(p) for p in e.get("loc", ())], "message": e.get("msg", "invalid")} for e in errors]
     first = details[0] if details else {"loc": [], "message": "invalid request"}
     where = ".".join(p for p in first["loc"] if p not in {"body", "payload"}) or "request"
     return ValidationFailed(f"{where}: {first['message']}", details=details)

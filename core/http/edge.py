@@ -190,9 +190,7 @@ async def _send_rewritten(send: Send, start: Message) -> None:
     code = STATUS_CODES.get(status, ErrorCode.INTERNAL_ERROR if status >= 500 else ErrorCode.MALFORMED_REQUEST)
     message = _MESSAGES.get(status) or ApiError.default_message
     kept = [
-        (name, value)
-        for name, value in start["headers"]
-        if name.lower() not in {b"content-type", b"content-length"}
+        (name, value) for name, value in start["headers"] if name.lower() not in {b"content-type", b"content-length"}
     ]
     await send_error(send, ApiError.of(status, code, message), kept)
 

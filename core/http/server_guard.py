@@ -167,9 +167,7 @@ class GuardedChannel(http.HTTPChannel):
         self.loseConnection()
 
     def _too_large_headers(self) -> None:
-        self.refuse(
-            raw_error(431, "headers_too_large", f"request headers are limited to {MAX_HEADER_BYTES} bytes")
-        )
+        self.refuse(raw_error(431, "headers_too_large", f"request headers are limited to {MAX_HEADER_BYTES} bytes"))
 
     def _arm(self) -> None:
         self._disarm()

@@ -32,6 +32,7 @@ class Event(Protocol):
     event: str
     data: str  # JSON text
 
+
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
@@ -96,9 +97,7 @@ class SseConsumer(AsyncHttpConsumer):
         rendered = errors.render(error, self.dialect, where=where)
         await self.send_response(rendered.status, rendered.content(), headers=[*rendered.asgi_headers(), *headers])
 
-    async def stream(
-        self, events: AsyncGenerator[Event, None], *, headers: Headers = ()
-    ) -> bool:
+    async def stream(self, events: AsyncGenerator[Event, None], *, headers: Headers = ()) -> bool:
         """Sends the events as they come. True once all were sent; False if
         the client disconnected first (the rest are dropped)."""
         await self.send_headers(status=200, headers=[*SSE_HEADERS, *headers])

@@ -12,7 +12,15 @@ class BookingAdmin(admin.ModelAdmin):
     ordering = ("-created_at",)
     show_full_result_count = False
     readonly_fields = (
-        "reference", "name", "date", "time", "party_size", "session_id", "turn_id", "confirmation", "created_at",
+        "reference",
+        "name",
+        "date",
+        "time",
+        "party_size",
+        "session_id",
+        "turn_id",
+        "confirmation",
+        "created_at",
     )
     fields = readonly_fields
 

@@ -47,9 +47,7 @@ class BookingState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
 
 
-def build_booking_graph(
-    *, model: BaseChatModel, checkpointer: BaseCheckpointSaver | None = None
-) -> CompiledStateGraph:
+def build_booking_graph(*, model: BaseChatModel, checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
     """Books restaurant tables with tools, asking a human to approve each booking."""
     bound = model.bind_tools([check_availability, book_table])
     prompt = SystemMessage(render_task(TASK_BOOKING, {}, instructions=INSTRUCTIONS))

@@ -17,9 +17,7 @@ _PARTY = re.compile(
     r"\b(?:for|party of|table for)\s+(\d{1,2})\b(?!\s*(?:am|pm|:))|\b(\d{1,2})\s+(?:people|persons|guests|of us)\b",
     re.IGNORECASE,
 )
-_NAME = re.compile(
-    r"\b(?:my name is|name is|name:|under the name|under|i am|i'm)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)"
-)
+_NAME = re.compile(r"\b(?:my name is|name is|name:|under the name|under|i am|i'm)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)")
 _ASK = {
     "name": "the name for the booking",
     "date": "the date (YYYY-MM-DD)",

@@ -73,9 +73,7 @@ async def _reserve_outside(args: dict[str, Any], key: str) -> str:
     """The outside reservation service: it sees the same key on a retry of
     the same request and must perform the reservation once."""
     async with httpx.AsyncClient(timeout=SERVICE_TIMEOUT_SECONDS) as client:
-        response = await client.post(
-            settings.AGENT_BOOKING_SERVICE_URL, json=args, headers={"Idempotency-Key": key}
-        )
+        response = await client.post(settings.AGENT_BOOKING_SERVICE_URL, json=args, headers={"Idempotency-Key": key})
         response.raise_for_status()
         return str(response.json().get("confirmation", ""))[:200]
 

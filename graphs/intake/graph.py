@@ -45,9 +45,7 @@ class IntakeState(TypedDict, total=False):
     need_form_update: bool
 
 
-def build_intake_graph(
-    *, model: BaseChatModel, checkpointer: BaseCheckpointSaver | None = None
-) -> CompiledStateGraph:
+def build_intake_graph(*, model: BaseChatModel, checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
     async def extract(state: IntakeState) -> dict[str, Any]:
         fields = dict(state.get("fields") or {})
         if not state.get("need_form_update", True):
@@ -58,9 +56,7 @@ def build_intake_graph(
         if asked is not None and fields.get(asked) is not None:
             asked = None
         prompt = [
-            SystemMessage(
-                render_task(TASK_EXTRACT, {"form": state["form"], "fields": fields, "asked_field": asked})
-            ),
+            SystemMessage(render_task(TASK_EXTRACT, {"form": state["form"], "fields": fields, "asked_field": asked})),
             HumanMessage(_latest_user_text(state["messages"])),
         ]
         # Tagged nostream: extraction JSON must never reach the client's token stream.

@@ -100,6 +100,5 @@ def apply_all(effects: list[dict[str, Any]], context: TurnContext) -> list[dict[
     """Inside the commit's transaction: apply each recorded effect, in order;
     what the turn reports."""
     return [
-        {"kind": effect["kind"], "result": _handlers[effect["kind"]](effect["payload"], context)}
-        for effect in effects
+        {"kind": effect["kind"], "result": _handlers[effect["kind"]](effect["payload"], context)} for effect in effects
     ]

@@ -63,7 +63,9 @@ def build_graph(name: str, *, checkpointer: BaseCheckpointSaver | None) -> Prege
     else:
         raise ImproperlyConfigured(f"AGENT_GRAPHS: {name} is neither a compiled graph nor a factory")
     if not isinstance(graph, Pregel):
-        raise ImproperlyConfigured(f"AGENT_GRAPHS: the factory of {name} returned {type(graph).__name__}, not a compiled graph")
+        raise ImproperlyConfigured(
+            f"AGENT_GRAPHS: the factory of {name} returned {type(graph).__name__}, not a compiled graph"
+        )
     if MESSAGES not in graph.channels:
         raise ImproperlyConfigured(
             f"AGENT_GRAPHS: graph {name} has no `messages` channel; agentsite runs graphs "
@@ -142,4 +144,3 @@ def check_registry() -> None:
         )
     for name in graph_names():
         build_graph(name, checkpointer=None)
-

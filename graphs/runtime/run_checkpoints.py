@@ -42,13 +42,9 @@ class RunCheckpoints(BaseCheckpointSaver):
         super().__init__(serde=durable.serde)
         self.durable = durable
         # (thread, ns) -> {checkpoint_id: (checkpoint, metadata, parent_id)}
-        self._checkpoints: dict[_Key, dict[str, tuple[Checkpoint, CheckpointMetadata, str | None]]] = (
-            defaultdict(dict)
-        )
+        self._checkpoints: dict[_Key, dict[str, tuple[Checkpoint, CheckpointMetadata, str | None]]] = defaultdict(dict)
         # (thread, ns, checkpoint_id) -> {(task_id, idx): (task_id, channel, value, task_path)}
-        self._writes: dict[tuple[str, str, str], dict[tuple[str, int], tuple[str, str, Any, str]]] = (
-            defaultdict(dict)
-        )
+        self._writes: dict[tuple[str, str, str], dict[tuple[str, int], tuple[str, str, Any, str]]] = defaultdict(dict)
         self._fresh: set[str] = set()
         self._threads: set[str] = set()
 
@@ -82,9 +78,7 @@ class RunCheckpoints(BaseCheckpointSaver):
                 config: RunnableConfig = {
                     "configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}
                 }
-                saved = await self.durable.aput(
-                    config, checkpoint, metadata, dict(checkpoint["channel_versions"])
-                )
+                saved = await self.durable.aput(config, checkpoint, metadata, dict(checkpoint["channel_versions"]))
                 by_task: dict[tuple[str, str], list[tuple[str, Any]]] = defaultdict(list)
                 for task_id, channel, value, task_path in self._writes.get((thread, ns, checkpoint_id), {}).values():
                     by_task[(task_id, task_path)].append((channel, value))

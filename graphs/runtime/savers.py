@@ -35,12 +35,8 @@ class _LoopSavers:
     pool: Any = None  # PostgreSQL's connection pool, for its usage metrics
 
 
-_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSavers] = (
-    weakref.WeakKeyDictionary()
-)
-_opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-    weakref.WeakKeyDictionary()
-)
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSavers] = weakref.WeakKeyDictionary()
+_opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 async def get_saver(shard_key: str = "") -> BaseCheckpointSaver:
@@ -98,9 +94,7 @@ async def _open_postgres(settings_dict: dict[str, Any]) -> _LoopSavers:
         # connect_timeout and then stops.
         await asyncio.shield(pool.close(timeout=0))
         raise
-    return _LoopSavers(
-        savers=[AsyncPostgresSaver(pool) for _ in range(size)], closers=[pool.close], pool=pool
-    )
+    return _LoopSavers(savers=[AsyncPostgresSaver(pool) for _ in range(size)], closers=[pool.close], pool=pool)
 
 
 async def _open_sqlite(settings_dict: dict[str, Any]) -> _LoopSavers:

@@ -23,9 +23,7 @@ class SetFieldsForm(forms.Form):
 
     def __init__(self, *args: Any, session: AgentSession, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields[self.VERSION] = forms.IntegerField(
-            widget=forms.HiddenInput, initial=session.version
-        )
+        self.fields[self.VERSION] = forms.IntegerField(widget=forms.HiddenInput, initial=session.version)
         for spec in session.form:
             name, kind = spec["name"], spec["type"]
             label = f"{name}{' *' if spec.get('required') else ''}"
@@ -37,9 +35,7 @@ class SetFieldsForm(forms.Form):
                     required=False,
                 )
             elif kind == "boolean":
-                field = forms.ChoiceField(
-                    choices=[("", "—"), ("yes", "yes"), ("no", "no")], required=False
-                )
+                field = forms.ChoiceField(choices=[("", "—"), ("yes", "yes"), ("no", "no")], required=False)
             else:
                 field = forms.CharField(required=False, strip=True)
                 if kind == "date":
@@ -51,11 +47,7 @@ class SetFieldsForm(forms.Form):
             self.fields[name] = field
 
     def changed_values(self) -> dict[str, Any]:
-        return {
-            name: (self.cleaned_data[name] or None)
-            for name in self.changed_data
-            if name != self.VERSION
-        }
+        return {name: (self.cleaned_data[name] or None) for name in self.changed_data if name != self.VERSION}
 
 
 class ApiKeyAddForm(forms.ModelForm):

@@ -75,9 +75,7 @@ class AgentSessionAdmin(SetFieldsAdmin):
     show_facets = admin.ShowFacets.NEVER
     # The turn inline is turns_app's: see get_inlines.
     delete_confirmation_template = "admin/sessions_app/agentsession/delete_confirmation.html"
-    delete_selected_confirmation_template = (
-        "admin/sessions_app/agentsession/delete_selected_confirmation.html"
-    )
+    delete_selected_confirmation_template = "admin/sessions_app/agentsession/delete_selected_confirmation.html"
     fieldsets = (
         (
             "Session",
@@ -171,17 +169,11 @@ class AgentSessionAdmin(SetFieldsAdmin):
                 [
                     name,
                     spec.get("type", ""),
-                    mark_safe('<span class="agentsite-missing">missing</span>')
-                    if missing
-                    else display_value(value),
+                    mark_safe('<span class="agentsite-missing">missing</span>') if missing else display_value(value),
                 ]
             )
         # Values outside the form (should not happen, but show what is stored).
-        rows.extend(
-            [name, "not in form", display_value(value)]
-            for name, value in values.items()
-            if name not in specs
-        )
+        rows.extend([name, "not in form", display_value(value)] for name, value in values.items() if name not in specs)
         return html_table(["field", "type", "value"], rows, "The session has no form.")
 
     @admin.display(description="form")
@@ -229,7 +221,7 @@ class AgentSessionAdmin(SetFieldsAdmin):
         if not session.interrupt:
             return "— (nothing: the graph is not paused)"
         return format_html(
-            "{}<p>Resume with a turn whose body is <code>{{\"resume\": …}}</code>.</p>",
+            '{}<p>Resume with a turn whose body is <code>{{"resume": …}}</code>.</p>',
             pretty_json(session.interrupt.get("interrupts")),
         )
 
@@ -327,6 +319,4 @@ class AgentSessionAdmin(SetFieldsAdmin):
         # admin never grants change, so go back to the (filtered) list.
         url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
         preserved = self.get_preserved_filters(request)
-        return HttpResponseRedirect(
-            add_preserved_filters({"preserved_filters": preserved, "opts": self.opts}, url)
-        )
+        return HttpResponseRedirect(add_preserved_filters({"preserved_filters": preserved, "opts": self.opts}, url))

@@ -107,8 +107,7 @@ class SetFieldsAdmin(admin.ModelAdmin):
         changed = ", ".join(sorted(update.changes)) or "no values"
         self.message_user(
             request,
-            f"Fields set ({changed} changed); the session is now at version "
-            f"{update.session.version}.",
+            f"Fields set ({changed} changed); the session is now at version {update.session.version}.",
             messages.SUCCESS,
         )
         return True

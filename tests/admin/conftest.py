@@ -10,11 +10,11 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-from turns_app.checkpoint_tables import checkpoint_tables
 from sessions_app.models import AgentSession
 from tests.fixtures.api import Api
 from tests.fixtures.runners import run_in_new_loop
 from tests.fixtures.turns import pause_booking
+from turns_app.checkpoint_tables import checkpoint_tables
 
 CONVERSATION = [
     "name: Ada Lovelace",
@@ -50,8 +50,7 @@ def checkpoint_rows(session_id) -> int:
     with connection.cursor() as cursor:
         for table in checkpoint_tables():
             cursor.execute(
-                f"SELECT count(*) FROM {connection.ops.quote_name(table)} "
-                "WHERE substr(thread_id, 1, %s) = %s",
+                f"SELECT count(*) FROM {connection.ops.quote_name(table)} WHERE substr(thread_id, 1, %s) = %s",
                 [len(prefix), prefix],
             )
             total += cursor.fetchone()[0]

@@ -83,7 +83,10 @@ def test_admin_pages_at_1280(live_server, admin_user, api):
                 parts = [p.strip() for p in crumbs.split("›")]
                 if any(a == b for a, b in zip(parts, parts[1:])):
                     problems[f"{name}: repeated breadcrumb"] = crumbs
-                if str(session.pk) in crumbs or str(session.pk) in page.locator("#content h2, #content h1").all_inner_texts().__str__():
+                if (
+                    str(session.pk) in crumbs
+                    or str(session.pk) in page.locator("#content h2, #content h1").all_inner_texts().__str__()
+                ):
                     problems[f"{name}: UUID in the title"] = crumbs
                 clipped = page.evaluate(
                     "() => [...document.querySelectorAll('#changelist .results, #content .tabular')]"
@@ -111,7 +114,12 @@ def test_admin_pages_at_1280(live_server, admin_user, api):
                     first = " ".join(rows.first.inner_text().split())
                     if not first.startswith("#4 · committed"):
                         problems["session: turn row"] = first
-                    if page.locator("#turns-group tbody tr.has_original td.original p").filter(has_text="of").locator("visible=true").count():
+                    if (
+                        page.locator("#turns-group tbody tr.has_original td.original p")
+                        .filter(has_text="of")
+                        .locator("visible=true")
+                        .count()
+                    ):
                         problems["session: turn rows carry a second title line"] = True
         finally:
             browser.close()

@@ -116,9 +116,7 @@ def test_turn_running_during_an_admin_delete_cannot_commit(staff_client, api):
         request={"text": "my email is ada@example.com", "client_mode": "chat", "need_form_update": True},
         idempotency_key="late",
     )
-    response = staff_client.post(
-        admin_url("sessions_app_agentsession_delete", session.pk), {"post": "yes"}
-    )
+    response = staff_client.post(admin_url("sessions_app_agentsession_delete", session.pk), {"post": "yes"})
     assert response.status_code == 302
     outcome = make_outcome(
         claim,

@@ -25,16 +25,26 @@ def heavy_session(key: str, megabytes: float) -> AgentSession:
     with three turns."""
     content = HEAVY_MARK + "x" * int(megabytes * 1_000_000 / 3)
     session = AgentSession.objects.create(
-        owner="alice", key=key,
+        owner="alice",
+        key=key,
         form=[{"name": "name", "type": "string", "required": True, "description": HEAVY_MARK}],
-        metadata={"note": HEAVY_MARK}, turn_count=3, version=3,
+        metadata={"note": HEAVY_MARK},
+        turn_count=3,
+        version=3,
     )
     parent = None
     for number in range(1, 4):
         parent = AgentTurn.objects.create(
-            session=session, epoch=1, number=number, base_version=number - 1, parent_id=parent,
-            status=AgentTurn.Status.COMMITTED, request={"text": "hi"}, result='{"reply": "ok"}',
-            request_digest=uuid.uuid4().hex, messages=[{"type": "human", "data": {"content": content}}],
+            session=session,
+            epoch=1,
+            number=number,
+            base_version=number - 1,
+            parent_id=parent,
+            status=AgentTurn.Status.COMMITTED,
+            request={"text": "hi"},
+            result='{"reply": "ok"}',
+            request_digest=uuid.uuid4().hex,
+            messages=[{"type": "human", "data": {"content": content}}],
         ).id
     AgentSession.objects.filter(pk=session.pk).update(head_turn_id=parent)
     return session
@@ -67,19 +77,31 @@ def test_pages_render_stored_lone_surrogates(staff_client):
     """SQLite stores them (PostgreSQL refuses them at the write); the API
     refuses them now, but rows written earlier must still be readable."""
     session = AgentSession.objects.create(
-        owner="alice", key="legacy",
+        owner="alice",
+        key="legacy",
         form=[{"name": "name", "type": "string", "required": True, "description": "x\udc00"}],
-        fields={"name": "a\udc00b"}, metadata={"m": "\ud800"},
+        fields={"name": "a\udc00b"},
+        metadata={"m": "\ud800"},
     )
     said = AgentTurn.objects.create(
-        session=session, epoch=1, number=1, base_version=0, status=AgentTurn.Status.COMMITTED,
-        request={"text": "hi \udc00"}, messages=[{"type": "human", "data": {"content": "hi \udc00"}}],
+        session=session,
+        epoch=1,
+        number=1,
+        base_version=0,
+        status=AgentTurn.Status.COMMITTED,
+        request={"text": "hi \udc00"},
+        messages=[{"type": "human", "data": {"content": "hi \udc00"}}],
         request_digest="1" * 64,
     )
     AgentSession.objects.filter(pk=session.pk).update(head_turn_id=said.id)
     turn = AgentTurn.objects.create(
-        session=session, epoch=1, number=2, base_version=1, status=AgentTurn.Status.ABORTED,
-        request={"text": "a\udc00"}, error={"code": "model_error", "message": "\ud800"},
+        session=session,
+        epoch=1,
+        number=2,
+        base_version=1,
+        status=AgentTurn.Status.ABORTED,
+        request={"text": "a\udc00"},
+        error={"code": "model_error", "message": "\ud800"},
         request_digest="0" * 64,
     )
     for url, shows_text in (

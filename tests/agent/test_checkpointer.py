@@ -53,8 +53,14 @@ async def test_a_pool_whose_opening_is_cancelled_is_closed(blackhole, monkeypatc
         pools.append(self)
 
     monkeypatch.setattr(psycopg_pool.AsyncConnectionPool, "__init__", recorded)
-    dead = {"ENGINE": "django.db.backends.postgresql", "NAME": "x", "USER": "x",
-            "HOST": "127.0.0.1", "PORT": blackhole, "OPTIONS": {}}
+    dead = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "x",
+        "USER": "x",
+        "HOST": "127.0.0.1",
+        "PORT": blackhole,
+        "OPTIONS": {},
+    }
     monkeypatch.setattr(savers, "database_settings", lambda: dead)
     for _ in range(3):  # three probes during an outage
         with pytest.raises(TimeoutError):

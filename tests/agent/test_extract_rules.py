@@ -34,8 +34,13 @@ TODAY = dt.date(2026, 11, 30)
         ("a table for 6 on 1 December", {"party_size": "6", "preferred_date": "2026-12-01"}),
         (
             "Hello, I'm Ada Lovelace, ada@example.com, 3 guests on 12 Jan, it's about billing",
-            {"name": "Ada Lovelace", "email": "ada@example.com", "party_size": "3",
-             "preferred_date": "2027-01-12", "topic": "billing"},
+            {
+                "name": "Ada Lovelace",
+                "email": "ada@example.com",
+                "party_size": "3",
+                "preferred_date": "2027-01-12",
+                "topic": "billing",
+            },
         ),
     ],
 )
@@ -52,8 +57,13 @@ def test_chatter_fills_nothing_when_nothing_was_asked(text):
 
 def test_enum_matching_prefers_the_longest_whole_word_option():
     form = [
-        {"name": "city", "type": "enum", "required": True, "description": "",
-         "enum": ["York", "New York", "Yorkshire"]},
+        {
+            "name": "city",
+            "type": "enum",
+            "required": True,
+            "description": "",
+            "enum": ["York", "New York", "Yorkshire"],
+        },
     ]
     assert extract_values(form, {}, None, "moving to new york soon") == {"city": "new york"}
     assert extract_values(form, {}, None, "visiting Yorkshire") == {"city": "Yorkshire"}
@@ -63,8 +73,13 @@ def test_enum_matching_prefers_the_longest_whole_word_option():
 # --- bounded cost (issue 9 item 2) -------------------------------------------------------
 
 ISSUE_FORM = [
-    {"name": f"f{i}", "type": "enum", "required": True, "description": "",
-     "enum": [f"{'o' * 190}{i}-{j:03d}" for j in range(100)]}
+    {
+        "name": f"f{i}",
+        "type": "enum",
+        "required": True,
+        "description": "",
+        "enum": [f"{'o' * 190}{i}-{j:03d}" for j in range(100)],
+    }
     for i in range(50)
 ]
 HOSTILE_TEXTS = {
@@ -107,8 +122,10 @@ async def test_the_model_works_off_the_event_loop(monkeypatch):
         return "{}"
 
     monkeypatch.setattr(offline, "respond", slow_respond)
-    prompt = [SystemMessage(render_task(TASK_EXTRACT, {"form": FORM, "fields": {}, "asked_field": None})),
-              HumanMessage("hi")]
+    prompt = [
+        SystemMessage(render_task(TASK_EXTRACT, {"form": FORM, "fields": {}, "asked_field": None})),
+        HumanMessage("hi"),
+    ]
     ticks = 0
 
     async def ticker():

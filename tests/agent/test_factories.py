@@ -103,7 +103,12 @@ class FakeOpenAIHandler(BaseHTTPRequestHandler):
     @staticmethod
     def _tool_deltas(answer: AIMessage) -> Iterator[tuple[dict, str | None]]:
         calls = [
-            {"index": i, "id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["args"])}}
+            {
+                "index": i,
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["args"])},
+            }
             for i, c in enumerate(answer.tool_calls)
         ]
         yield {"role": "assistant", "content": None, "tool_calls": calls}, None

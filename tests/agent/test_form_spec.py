@@ -137,9 +137,7 @@ def test_parse_form_errors(raw, needle):
 
 
 def test_form_json_round_trip_fills_defaults():
-    form = parse_form(
-        [{"type": "enum", "name": "topic", "enum": ["a", "b"]}, {"name": "n", "type": "integer"}]
-    )
+    form = parse_form([{"type": "enum", "name": "topic", "enum": ["a", "b"]}, {"name": "n", "type": "integer"}])
     as_json = form_to_json(form)
     assert as_json == [
         {"name": "topic", "type": "enum", "required": False, "description": "", "enum": ["a", "b"]},
@@ -152,7 +150,13 @@ def test_form_json_round_trip_fills_defaults():
 def test_default_form():
     as_json = form_to_json(DEFAULT_FORM)
     assert [f["name"] for f in as_json] == [
-        "name", "email", "phone", "preferred_date", "party_size", "topic", "notes",
+        "name",
+        "email",
+        "phone",
+        "preferred_date",
+        "party_size",
+        "topic",
+        "notes",
     ]
     assert all(f["description"] for f in as_json)
     assert missing_required(DEFAULT_FORM, {}) == ["name", "email", "preferred_date", "party_size", "topic"]

@@ -141,8 +141,13 @@ async def test_messages_stream_carries_only_reply_tokens(graph):
 
 
 async def test_stage_is_complete_when_fields_were_already_filled(graph):
-    fields = {"name": "Ada", "email": "a@example.com", "preferred_date": "2025-06-01", "party_size": 2,
-              "topic": "general"}
+    fields = {
+        "name": "Ada",
+        "email": "a@example.com",
+        "preferred_date": "2025-06-01",
+        "party_size": 2,
+        "topic": "general",
+    }
     values, _ = await run_turn(graph, new_state(fields=fields), "anything else?", client_mode="form")
     assert values["stage"] == "complete"
     assert values["asked_field"] is None
@@ -175,8 +180,7 @@ async def test_provider_style_scripted_model():
     model = GenericFakeChatModel(
         messages=iter(
             [
-                ('Here you go:\n```json\n'
-                '{"name": "Ada", "party_size": "4", "colour": "red", "phone": null}\n```'),
+                ('Here you go:\n```json\n{"name": "Ada", "party_size": "4", "colour": "red", "phone": null}\n```'),
                 "Nice to meet you, Ada! What is your email address?",
                 "I could not find any values, sorry.",
                 "What is your email address?",
@@ -211,4 +215,3 @@ async def test_provider_style_scripted_model():
 )
 def test_parse_json_object(text, expected):
     assert parse_json_object(text) == expected
-

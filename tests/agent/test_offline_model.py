@@ -165,9 +165,7 @@ def test_extract_rules_per_type(asked, fields, text, expected):
 def test_reply_rejections_then_question():
     message = "must be an email address like name@example.com"
     rejected = [{"field": "email", "value": "ada@nowhere", "message": message}]
-    text = OfflineChatModel().invoke(
-        reply_prompt(fields={"name": "Ada"}, missing=["email"], rejected=rejected)
-    ).content
+    text = OfflineChatModel().invoke(reply_prompt(fields={"name": "Ada"}, missing=["email"], rejected=rejected)).content
     assert text == (
         "Sorry, ada@nowhere is not a valid email address: must be an email address like name@example.com. "
         "What is your email address?"
@@ -188,8 +186,14 @@ def test_reply_greets_only_on_the_first_turn():
 
 
 def test_reply_when_complete_lists_values_in_form_order():
-    fields = {"topic": "general", "name": "Ada", "email": "a@example.com", "phone": None,
-              "preferred_date": "2025-06-01", "party_size": 2}
+    fields = {
+        "topic": "general",
+        "name": "Ada",
+        "email": "a@example.com",
+        "phone": None,
+        "preferred_date": "2025-06-01",
+        "party_size": 2,
+    }
     text = OfflineChatModel().invoke(reply_prompt(fields=fields, missing=[], stage="complete")).content
     assert text == (
         "Thank you, I have everything I need: name=Ada, email=a@example.com, "

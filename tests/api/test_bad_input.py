@@ -131,7 +131,9 @@ async def test_chat_malformed_json_is_400(api, script, seeded, raw):
 async def test_chat_json_that_is_not_an_object_is_rejected(api, script, seeded, raw):
     response = await api.call("POST", "/sessions/s1/turns", raw=raw)
     assert response.status_code in (400, 422), response.content
-    assert_error(response, response.status_code, "malformed_request" if response.status_code == 400 else "validation_error")
+    assert_error(
+        response, response.status_code, "malformed_request" if response.status_code == 400 else "validation_error"
+    )
     assert script.count() == 0
     assert await state() == seeded
 
@@ -390,7 +392,9 @@ async def test_set_fields_without_version_is_428(api, seeded):
 
 
 @pytest.mark.parametrize(
-    "if_match", ["abc", '"abc"', "-1", '"2", "3"', "*", ""], ids=["word", "quoted_word", "negative", "list", "star", "empty"]
+    "if_match",
+    ["abc", '"abc"', "-1", '"2", "3"', "*", ""],
+    ids=["word", "quoted_word", "negative", "list", "star", "empty"],
 )
 async def test_set_fields_if_match_not_a_version_is_422(api, seeded, if_match):
     response = await api.call(
@@ -421,10 +425,7 @@ async def test_set_fields_with_the_right_version_works(api, seeded):
 ALL_ENDPOINTS = {
     "create": ("POST", "/sessions", {"key": "new"}),
     "list": ("GET", "/sessions", None),
-    **{
-        name: (method, f"/sessions/s1{suffix}", body)
-        for name, (method, suffix, body) in ENDPOINTS.items()
-    },
+    **{name: (method, f"/sessions/s1{suffix}", body) for name, (method, suffix, body) in ENDPOINTS.items()},
 }
 
 BAD_AUTH = {
@@ -516,9 +517,7 @@ async def test_create_with_nul_in_form_is_422(api, seeded, form):
     assert await state() == seeded
 
 
-@pytest.mark.parametrize(
-    "metadata", [{"note": NUL}, {NUL: 1}, {"deep": [{"x": NUL}]}], ids=["value", "key", "nested"]
-)
+@pytest.mark.parametrize("metadata", [{"note": NUL}, {NUL: 1}, {"deep": [{"x": NUL}]}], ids=["value", "key", "nested"])
 async def test_create_with_nul_in_metadata_is_422(api, seeded, metadata):
     response = await api.call("POST", "/sessions", {"key": "new", "metadata": metadata})
     assert_error(response, 422, "validation_error")

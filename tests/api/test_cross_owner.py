@@ -50,7 +50,11 @@ async def alice_s1(api, script) -> dict[str, Any]:
 NOT_FOUND_ENDPOINTS = {
     "info": ("GET", "/sessions/s1", None),
     "set_fields_body_version": ("PATCH", "/sessions/s1/fields", {"fields": {"name": "Mallory"}, "expected_version": 2}),
-    "set_fields_stale_version": ("PATCH", "/sessions/s1/fields", {"fields": {"name": "Mallory"}, "expected_version": 0}),
+    "set_fields_stale_version": (
+        "PATCH",
+        "/sessions/s1/fields",
+        {"fields": {"name": "Mallory"}, "expected_version": 0},
+    ),
     "delete": ("DELETE", "/sessions/s1", None),
     "turn_log": ("GET", "/sessions/s1/turns", None),
     "messages": ("GET", "/sessions/s1/messages", None),
@@ -77,7 +81,9 @@ async def test_other_owners_session_is_404(api, api_bob, script, alice_s1, endpo
 
 
 async def test_set_fields_with_if_match_on_other_owners_session_is_404(api_bob, alice_s1):
-    response = await api_bob.call("PATCH", "/sessions/s1/fields", {"fields": {"name": "Mallory"}}, headers={"If-Match": '"2"'})
+    response = await api_bob.call(
+        "PATCH", "/sessions/s1/fields", {"fields": {"name": "Mallory"}}, headers={"If-Match": '"2"'}
+    )
     assert response.status_code == 404, response.content
     assert body(response)["error"]["code"] == "session_not_found"
     assert await alice_state() == alice_s1

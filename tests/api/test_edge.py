@@ -38,8 +38,17 @@ class Answer:
         return json.loads(self.body)
 
 
-async def call(app, method: str, path: str, *, headers=None, chunks=(), host="testserver",
-               declared: int | None = None, timeout: float = 10) -> Answer:
+async def call(
+    app,
+    method: str,
+    path: str,
+    *,
+    headers=None,
+    chunks=(),
+    host="testserver",
+    declared: int | None = None,
+    timeout: float = 10,
+) -> Answer:
     """One request straight through the ASGI application. `chunks` is the
     body as the server would deliver it; `declared` a Content-Length."""
     sent_headers = [(b"host", host.encode())] if host is not None else []
@@ -49,10 +58,18 @@ async def call(app, method: str, path: str, *, headers=None, chunks=(), host="te
         sent_headers.append((b"content-length", str(declared).encode()))
     chunks = list(chunks) or [b""]
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-        "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
-        "root_path": "", "scheme": "http", "headers": sent_headers,
-        "client": ("127.0.0.1", 5000), "server": ("testserver", 80),
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "scheme": "http",
+        "headers": sent_headers,
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 80),
     }
     answer = Answer(0, {}, b"")
     gone = asyncio.Event()
@@ -110,8 +127,9 @@ ROUTES = [
 @pytest.mark.parametrize("method,path", ROUTES)
 async def test_declared_length_over_the_limit_is_413_before_reading(app, settings, alice, method, path):
     settings.AGENT_MAX_BODY_BYTES = 4096
-    answer = await call(app, method, path, headers={"Authorization": f"Bearer {alice}"},
-                        declared=10**12, chunks=[b"x" * 4096] * 3)
+    answer = await call(
+        app, method, path, headers={"Authorization": f"Bearer {alice}"}, declared=10**12, chunks=[b"x" * 4096] * 3
+    )
     if path.startswith("/api/"):
         assert_contract(answer, 413, "payload_too_large")
     else:
@@ -136,8 +154,14 @@ async def test_undeclared_body_is_cut_at_the_limit(app, settings, alice, method,
 async def test_a_body_at_the_limit_is_served(app, settings, alice):
     body = json.dumps({"key": "k1", "metadata": {"pad": "x" * 3000}}).encode()
     settings.AGENT_MAX_BODY_BYTES = len(body)
-    answer = await call(app, "POST", "/api/sessions", declared=len(body), chunks=[body],
-                        headers={"Authorization": f"Bearer {alice}", "Content-Type": "application/json"})
+    answer = await call(
+        app,
+        "POST",
+        "/api/sessions",
+        declared=len(body),
+        chunks=[body],
+        headers={"Authorization": f"Bearer {alice}", "Content-Type": "application/json"},
+    )
     assert answer.status == 201, answer.body
 
 
@@ -148,16 +172,18 @@ async def test_a_body_at_the_limit_is_served(app, settings, alice):
 async def test_stream_routes_refuse_a_foreign_host(app, alice, path):
     method = "POST" if path.endswith("turns/stream") else "GET"
     body = json.dumps({"text": "hi"}).encode()
-    answer = await call(app, method, path, host="evil.example", chunks=[body],
-                        headers={"Authorization": f"Bearer {alice}"})
+    answer = await call(
+        app, method, path, host="evil.example", chunks=[body], headers={"Authorization": f"Bearer {alice}"}
+    )
     assert_contract(answer, 400, "disallowed_host")
     assert await orm(everything) == {"sessions": [], "turns": []}
 
 
 async def test_stream_responses_carry_security_headers(app, alice):
     body = json.dumps({"text": "Ada Lovelace"}).encode()
-    answer = await call(app, "POST", "/api/sessions/s1/turns/stream", chunks=[body],
-                        headers={"Authorization": f"Bearer {alice}"})
+    answer = await call(
+        app, "POST", "/api/sessions/s1/turns/stream", chunks=[body], headers={"Authorization": f"Bearer {alice}"}
+    )
     assert answer.status == 200 and b"event: done" in answer.body, answer.body[-300:]
     error = await call(app, "GET", "/api/sessions/s1/turns/x/stream", headers={})
     for got in (answer, error):
@@ -212,8 +238,13 @@ async def test_the_api_runs_without_the_admins_middleware_thread_hops(app, alice
     for module in (deprecation, dispatcher, asgi_handler):
         monkeypatch.setattr(module, "sync_to_async", counting)
     body = json.dumps({"text": "Ada Lovelace"}).encode()
-    chat = await call(app, "POST", "/api/sessions/s1/turns", chunks=[body],
-                      headers={"Authorization": f"Bearer {alice}", "content-type": "application/json"})
+    chat = await call(
+        app,
+        "POST",
+        "/api/sessions/s1/turns",
+        chunks=[body],
+        headers={"Authorization": f"Bearer {alice}", "content-type": "application/json"},
+    )
     assert chat.status == 200, chat.body
     listed = await call(app, "GET", "/api/sessions", headers={"Authorization": f"Bearer {alice}"})
     assert listed.status == 200
@@ -237,8 +268,13 @@ async def test_the_stream_consumers_make_no_thread_hop_per_message(app, alice, m
 
     monkeypatch.setattr(channels.consumer, "aclose_old_connections", counting)
     body = json.dumps({"text": "Ada Lovelace"}).encode()
-    answer = await call(app, "POST", "/api/sessions/s1/turns/stream", chunks=[body[:5], body[5:]],
-                        headers={"Authorization": f"Bearer {alice}"})
+    answer = await call(
+        app,
+        "POST",
+        "/api/sessions/s1/turns/stream",
+        chunks=[body[:5], body[5:]],
+        headers={"Authorization": f"Bearer {alice}"},
+    )
     assert answer.status == 200 and b"event: done" in answer.body, answer.body[-300:]
     assert hops == []
 
@@ -261,8 +297,9 @@ async def test_pages_outside_the_api_keep_django_answers(app):
 @pytest.mark.parametrize("depth", [65, 1_000, 100_000])
 async def test_deep_json_on_the_stream_is_400(app, alice, depth):
     body = b'{"text": ' + b"[" * depth + b"]" * depth + b"}"
-    answer = await call(app, "POST", "/api/sessions/s1/turns/stream", chunks=[body],
-                        headers={"Authorization": f"Bearer {alice}"})
+    answer = await call(
+        app, "POST", "/api/sessions/s1/turns/stream", chunks=[body], headers={"Authorization": f"Bearer {alice}"}
+    )
     assert_contract(answer, 400, "malformed_request")
     assert await orm(everything) == {"sessions": [], "turns": []}
 
@@ -270,8 +307,12 @@ async def test_deep_json_on_the_stream_is_400(app, alice, depth):
 @pytest.mark.parametrize("digits", [19, 4_300, 5_000])
 async def test_huge_last_event_id_is_422(app, api, alice, digits):
     turn = json.loads((await api.chat("s1", "Ada Lovelace")).content)["turn_id"]
-    answer = await call(app, "GET", f"/api/sessions/s1/turns/{turn}/stream",
-                        headers={"Authorization": f"Bearer {alice}", "Last-Event-ID": "9" * digits})
+    answer = await call(
+        app,
+        "GET",
+        f"/api/sessions/s1/turns/{turn}/stream",
+        headers={"Authorization": f"Bearer {alice}", "Last-Event-ID": "9" * digits},
+    )
     assert_contract(answer, 422, "validation_error")
 
 

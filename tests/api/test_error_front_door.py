@@ -65,7 +65,11 @@ def test_the_check_sees_each_kind_of_renderer(tmp_path):
     )
     found = sorted(offences(sample, tmp_path), key=lambda o: int(o.split(":")[1].split(" ")[0]))
     assert [o.split(" ", 1)[1] for o in found] == [
-        "an error body", "an error body", "an error body", "as_dict()", ".exception_handler"
+        "an error body",
+        "an error body",
+        "an error body",
+        "as_dict()",
+        ".exception_handler",
     ]
 
 

@@ -57,11 +57,13 @@ SURROGATES = {
     "metadata_value": ("POST", "/sessions", '{"key": "fresh", "metadata": {"a": "x\\ud800y"}}'),
     "metadata_key": ("POST", "/sessions", '{"key": "fresh", "metadata": {"\\udc00": 1}}'),
     "enum_option": (
-        "POST", "/sessions",
+        "POST",
+        "/sessions",
         '{"key": "fresh", "form": [{"name": "t", "type": "enum", "enum": ["a\\udc00b"]}]}',
     ),
     "description": (
-        "POST", "/sessions",
+        "POST",
+        "/sessions",
         '{"key": "fresh", "form": [{"name": "t", "type": "string", "description": "\\ud83d"}]}',
     ),
     "field_value": ("PATCH", "/sessions/s1/fields", '{"fields": {"name": "a\\udc00b"}, "expected_version": 1}'),

@@ -19,8 +19,7 @@ def test_schema_documents_errors_constraints_and_streams(client):
 
     documented = json.dumps(schema)
     for code in ErrorCode:
-        if code in {ErrorCode.NOT_FOUND, ErrorCode.FORBIDDEN, ErrorCode.REQUEST_TIMEOUT,
-                    ErrorCode.HEADERS_TOO_LARGE}:
+        if code in {ErrorCode.NOT_FOUND, ErrorCode.FORBIDDEN, ErrorCode.REQUEST_TIMEOUT, ErrorCode.HEADERS_TOO_LARGE}:
             continue  # answered by the edge for no operation in particular
         if code == ErrorCode.GRAPH_MISMATCH:
             continue  # only /langgraph/ runs ask for a graph by name
@@ -31,7 +30,9 @@ def test_schema_documents_errors_constraints_and_streams(client):
     assert params["key"]["schema"]["pattern"].endswith("[A-Za-z0-9._:-]{1,255}$")
     assert params["Idempotency-Key"]["schema"]["maxLength"] == 128
     assert {"401", "409", "413", "422", "429", "502", "503", "504"} <= set(chat["responses"])
-    (text,) = [b for b in schema["components"]["schemas"]["ChatIn"]["properties"]["text"]["anyOf"] if b["type"] == "string"]
+    (text,) = [
+        b for b in schema["components"]["schemas"]["ChatIn"]["properties"]["text"]["anyOf"] if b["type"] == "string"
+    ]
     assert text["minLength"] == 1 and text["maxLength"] == 16_000 and text["pattern"] == r"\S"
     patch = paths["/api/sessions/{key}/fields"]["patch"]
     assert {p["name"] for p in patch["parameters"]} >= {"key", "If-Match"}

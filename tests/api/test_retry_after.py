@@ -27,8 +27,12 @@ REFUSALS = {
     "too_many_sessions": (TooManySessions(), 429, "too_many_sessions", TooManySessions.retry_after),
     "storage_unavailable": (StorageUnavailable(), 503, "storage_unavailable", StorageUnavailable.retry_after),
     # A driver's error, not ours: the front door still says when to retry.
-    "database_error": (OperationalError("server closed the connection"), 503, "storage_unavailable",
-                       StorageUnavailable.retry_after),
+    "database_error": (
+        OperationalError("server closed the connection"),
+        503,
+        "storage_unavailable",
+        StorageUnavailable.retry_after,
+    ),
 }
 
 

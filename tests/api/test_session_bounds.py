@@ -19,16 +19,22 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def big_form() -> list[dict]:
     return [
-        {"name": f"f{i}", "type": "enum", "required": True, "description": "d" * 300,
-         "enum": [f"{'o' * 150}{j}" for j in range(6)]}
+        {
+            "name": f"f{i}",
+            "type": "enum",
+            "required": True,
+            "description": "d" * 300,
+            "enum": [f"{'o' * 150}{j}" for j in range(6)],
+        }
         for i in range(50)
     ]
 
 
 async def test_session_lists_leave_form_fields_and_metadata_out(api):
     for i in range(5):
-        response = await api.call("POST", "/sessions", {"key": f"k{i}", "form": big_form(),
-                                                        "metadata": {"note": "m" * 10_000}})
+        response = await api.call(
+            "POST", "/sessions", {"key": f"k{i}", "form": big_form(), "metadata": {"note": "m" * 10_000}}
+        )
         assert response.status_code == 201, response.content[:300]
     one = await api.call("GET", "/sessions/k0")
     assert len(one.content) > 50_000  # the details still have everything
@@ -39,8 +45,10 @@ async def test_session_lists_leave_form_fields_and_metadata_out(api):
     assert page["count"] == 5 and len(page["items"]) == 5
     for item in page["items"]:
         assert set(item) == {"id", "key", "stage", "version", "epoch", "turn_count", "created_at", "updated_at"}
-    print(f"\nlist of 5 sessions with 64 KB forms: {len(response.content)} bytes "
-          f"(one session's details: {len(one.content)} bytes)")
+    print(
+        f"\nlist of 5 sessions with 64 KB forms: {len(response.content)} bytes "
+        f"(one session's details: {len(one.content)} bytes)"
+    )
     assert len(response.content) < 2_000
 
     def page_queries() -> list[str]:

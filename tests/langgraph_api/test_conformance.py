@@ -14,27 +14,45 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.api import Api
 from langgraph_app.api import api as protocol_api
+from tests.fixtures.api import Api
 
 SPEC = json.loads((Path(__file__).parent / "spec" / "langgraph-platform-openapi.json").read_text())
 PREFIX = "/langgraph"
 
 SERVED = {
-    ("get", "/info"), ("get", "/ok"),
-    ("post", "/assistants/search"), ("post", "/assistants/count"), ("get", "/assistants/{assistant_id}"),
-    ("get", "/assistants/{assistant_id}/graph"), ("get", "/assistants/{assistant_id}/schemas"),
+    ("get", "/info"),
+    ("get", "/ok"),
+    ("post", "/assistants/search"),
+    ("post", "/assistants/count"),
+    ("get", "/assistants/{assistant_id}"),
+    ("get", "/assistants/{assistant_id}/graph"),
+    ("get", "/assistants/{assistant_id}/schemas"),
     ("get", "/assistants/{assistant_id}/subgraphs"),
-    ("post", "/threads"), ("post", "/threads/search"), ("post", "/threads/count"),
-    ("get", "/threads/{thread_id}"), ("patch", "/threads/{thread_id}"), ("delete", "/threads/{thread_id}"),
-    ("post", "/threads/{thread_id}/copy"), ("get", "/threads/{thread_id}/state"), ("post", "/threads/{thread_id}/state"),
-    ("get", "/threads/{thread_id}/state/{checkpoint_id}"), ("post", "/threads/{thread_id}/state/checkpoint"),
-    ("get", "/threads/{thread_id}/history"), ("post", "/threads/{thread_id}/history"),
-    ("post", "/threads/{thread_id}/runs"), ("get", "/threads/{thread_id}/runs"),
-    ("post", "/threads/{thread_id}/runs/stream"), ("post", "/threads/{thread_id}/runs/wait"),
-    ("get", "/threads/{thread_id}/runs/{run_id}"), ("get", "/threads/{thread_id}/runs/{run_id}/join"),
-    ("get", "/threads/{thread_id}/runs/{run_id}/stream"), ("post", "/threads/{thread_id}/runs/{run_id}/cancel"),
-    ("post", "/runs"), ("post", "/runs/stream"), ("post", "/runs/wait"),
+    ("post", "/threads"),
+    ("post", "/threads/search"),
+    ("post", "/threads/count"),
+    ("get", "/threads/{thread_id}"),
+    ("patch", "/threads/{thread_id}"),
+    ("delete", "/threads/{thread_id}"),
+    ("post", "/threads/{thread_id}/copy"),
+    ("get", "/threads/{thread_id}/state"),
+    ("post", "/threads/{thread_id}/state"),
+    ("get", "/threads/{thread_id}/state/{checkpoint_id}"),
+    ("post", "/threads/{thread_id}/state/checkpoint"),
+    ("get", "/threads/{thread_id}/history"),
+    ("post", "/threads/{thread_id}/history"),
+    ("post", "/threads/{thread_id}/runs"),
+    ("get", "/threads/{thread_id}/runs"),
+    ("post", "/threads/{thread_id}/runs/stream"),
+    ("post", "/threads/{thread_id}/runs/wait"),
+    ("get", "/threads/{thread_id}/runs/{run_id}"),
+    ("get", "/threads/{thread_id}/runs/{run_id}/join"),
+    ("get", "/threads/{thread_id}/runs/{run_id}/stream"),
+    ("post", "/threads/{thread_id}/runs/{run_id}/cancel"),
+    ("post", "/runs"),
+    ("post", "/runs/stream"),
+    ("post", "/runs/wait"),
 }
 
 # (method, path) -> (request properties the spec has and we lack, ones we add).
@@ -52,8 +70,19 @@ KNOWN_BODY_DIFFERENCES = {
     ("post", "/assistants/count"): (set(), {"name"}),
 }
 # Enums we answer more narrowly or widely than the spec: none.
-ENUM_PROPERTIES = ("stream_mode", "multitask_strategy", "if_exists", "if_not_exists", "on_disconnect",
-                   "on_completion", "durability", "status", "sort_by", "sort_order", "select")
+ENUM_PROPERTIES = (
+    "stream_mode",
+    "multitask_strategy",
+    "if_exists",
+    "if_not_exists",
+    "on_disconnect",
+    "on_completion",
+    "durability",
+    "status",
+    "sort_by",
+    "sort_order",
+    "select",
+)
 
 
 def _resolve(spec: dict, schema: dict) -> dict:
@@ -76,7 +105,11 @@ def _enum(spec: dict, prop: dict) -> set | None:
     while stack:
         item = _resolve(spec, stack.pop())
         found |= set(item.get("enum") or ())
-        stack += item.get("anyOf", []) + item.get("oneOf", []) + ([item["items"]] if isinstance(item.get("items"), dict) else [])
+        stack += (
+            item.get("anyOf", [])
+            + item.get("oneOf", [])
+            + ([item["items"]] if isinstance(item.get("items"), dict) else [])
+        )
     return found or None
 
 
@@ -126,7 +159,9 @@ def test_request_bodies_have_the_specs_properties_and_enums(ours):
     assert differences == {k: v for k, v in KNOWN_BODY_DIFFERENCES.items() if v != (set(), set())}
 
 
-REQUIRED = {name: set(SPEC["components"]["schemas"][name]["required"]) for name in ("Thread", "ThreadState", "Run", "Assistant")}
+REQUIRED = {
+    name: set(SPEC["components"]["schemas"][name]["required"]) for name in ("Thread", "ThreadState", "Run", "Assistant")
+}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -135,13 +170,19 @@ async def test_what_we_answer_has_the_specs_required_properties(alice):
     headers = {"x-api-key": alice}
 
     async def call(method: str, path: str, body=None):
-        response = await getattr(client, method)(f"{PREFIX}{path}", data=body, content_type="application/json", headers=headers)
+        response = await getattr(client, method)(
+            f"{PREFIX}{path}", data=body, content_type="application/json", headers=headers
+        )
         assert response.status_code == 200, response.content
         return json.loads(response.content)
 
     assistant = await call("get", "/assistants/intake")
     thread = await call("post", "/threads", {"metadata": {"k": "v"}})
-    await call("post", f"/threads/{thread['thread_id']}/runs/wait", {"assistant_id": "intake", "input": {"messages": [{"role": "user", "content": "Hello"}]}})
+    await call(
+        "post",
+        f"/threads/{thread['thread_id']}/runs/wait",
+        {"assistant_id": "intake", "input": {"messages": [{"role": "user", "content": "Hello"}]}},
+    )
     state = await call("get", f"/threads/{thread['thread_id']}/state")
     [run] = await call("get", f"/threads/{thread['thread_id']}/runs")
     assert REQUIRED["Assistant"] <= set(assistant)

@@ -37,7 +37,9 @@ async def test_allowed_origin_gets_preflight_and_exposed_headers(settings, path,
     status, headers = await call(app, "OPTIONS", path, preflight(UI))
     assert status == 200
     assert headers["access-control-allow-origin"] == UI
-    assert {"x-api-key", "content-type", "last-event-id"} <= {h.strip() for h in headers["access-control-allow-headers"].lower().split(",")}
+    assert {"x-api-key", "content-type", "last-event-id"} <= {
+        h.strip() for h in headers["access-control-allow-headers"].lower().split(",")
+    }
     status, headers = await call(app, "GET", "/langgraph/info", {"origin": UI, "x-api-key": alice})
     assert status == 200
     assert headers["access-control-allow-origin"] == UI

@@ -185,7 +185,9 @@ async def test_edit_and_regenerate_from_history_checkpoints(servers, alice):
         await client.runs.wait(tid, "intake", input=human("Hello"))
         await client.runs.wait(tid, "intake", input=human("Ada Lovelace"))
         history = await client.threads.get_history(tid)
-        second_input = next(h for h in history if h["metadata"]["source"] == "input" and len(h["values"]["messages"]) == 3)
+        second_input = next(
+            h for h in history if h["metadata"]["source"] == "input" and len(h["values"]["messages"]) == 3
+        )
 
         # Regenerate: from the state just before the second reply, no input.
         again = await client.runs.wait(tid, "intake", checkpoint=second_input["checkpoint"])
@@ -206,11 +208,15 @@ async def test_edit_and_regenerate_from_history_checkpoints(servers, alice):
 
         # State updates are conditional on the checkpoint read.
         current = await client.threads.get_state(tid)
-        moved = await client.threads.update_state(tid, {"fields": {"party_size": 3}}, checkpoint_id=current["checkpoint"]["checkpoint_id"])
+        moved = await client.threads.update_state(
+            tid, {"fields": {"party_size": 3}}, checkpoint_id=current["checkpoint"]["checkpoint_id"]
+        )
         assert moved["checkpoint"]["checkpoint_id"] > current["checkpoint"]["checkpoint_id"]
         assert (await client.threads.get_state(tid))["values"]["fields"]["party_size"] == 3
         with pytest.raises(ConflictError):
-            await client.threads.update_state(tid, {"fields": {"party_size": 5}}, checkpoint_id=current["checkpoint"]["checkpoint_id"])
+            await client.threads.update_state(
+                tid, {"fields": {"party_size": 5}}, checkpoint_id=current["checkpoint"]["checkpoint_id"]
+            )
         with pytest.raises(UnprocessableEntityError):
             await client.threads.update_state(tid, {"messages": []})
         assert (await client.threads.get_state(tid))["values"]["fields"]["party_size"] == 3
@@ -236,7 +242,11 @@ async def test_errors_and_multitask_strategies(servers, alice, bob):
         assert (await refused(client.runs.wait(tid, "intake", input=image))).status_code == 422
 
         # Content blocks: text blocks joined.
-        blocks = {"messages": [{"type": "human", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}]}]}
+        blocks = {
+            "messages": [
+                {"type": "human", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}]}
+            ]
+        }
         values = await client.runs.wait(tid, "intake", input=blocks)
         assert values["messages"][0]["content"] == "Hello\nthere"
 
@@ -267,7 +277,9 @@ async def test_idempotency_key_on_run_creation(servers, alice):
         assert first.status_code == again.status_code == 200
         assert first.json() == again.json()
         assert first.headers["content-location"] == again.headers["content-location"]
-        other = await http.post(f"/threads/{thread['thread_id']}/runs/wait", json={**body, "input": human("Bye")}, headers=headers)
+        other = await http.post(
+            f"/threads/{thread['thread_id']}/runs/wait", json={**body, "input": human("Bye")}, headers=headers
+        )
         assert other.status_code == 409 and other.json()["code"] == "idempotency_conflict"
     [turn] = await orm(committed_turns, key=thread["thread_id"])
     # Nobody streams a wait: no LangGraph-native parts were logged for it,
@@ -285,7 +297,11 @@ async def test_join_stream_on_another_process_continues_without_gap(servers, ali
         tid = (await on_a.threads.create())["thread_id"]
         seen = []
         async for part in on_a.runs.stream(
-            tid, "intake", input=human("Hello, I am Ada"), stream_mode=["values", "messages-tuple"], on_disconnect="continue"
+            tid,
+            "intake",
+            input=human("Hello, I am Ada"),
+            stream_mode=["values", "messages-tuple"],
+            on_disconnect="continue",
         ):
             seen.append(part)
             if sum(1 for p in seen if p.event == "messages") == 3:

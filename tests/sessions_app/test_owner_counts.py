@@ -36,7 +36,10 @@ def test_the_count_follows_every_way_a_session_comes_and_goes():
         ("created", lambda: session_create(owner="alice", key="k1")),
         ("created by a first turn", lambda: chat("alice", "k2")),
         ("another owner's", lambda: session_create(owner="bob", key="k1")),
-        ("deleted (tombstone)", lambda: session_delete(session_id=AgentSession.objects.get(owner="alice", key="k1").id)),
+        (
+            "deleted (tombstone)",
+            lambda: session_delete(session_id=AgentSession.objects.get(owner="alice", key="k1").id),
+        ),
         ("revived by a turn", lambda: chat("alice", "k1")),
         ("deleted again", lambda: session_delete(session_id=AgentSession.objects.get(owner="alice", key="k1").id)),
         ("tombstone removed", lambda: tombstones_remove(days=0, limit=10)),

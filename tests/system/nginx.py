@@ -79,12 +79,14 @@ class Nginx:
         binary = nginx_binary()
         check = subprocess.run(
             [binary, "-t", "-p", str(self.dir), "-c", str(self.dir / "nginx.conf")],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
         )
         assert check.returncode == 0, check.stderr
         self.process = subprocess.Popen(
             [binary, "-p", str(self.dir), "-c", str(self.dir / "nginx.conf"), "-g", "daemon off;"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

@@ -65,9 +65,7 @@ class Server:
     """One server process. `kind` is "daphne" (`daphne agentsite.asgi:application`)
     or "runserver" (`manage.py runserver --noreload`, daphne's ASGI runserver)."""
 
-    def __init__(
-        self, *, log_path: Path, kind: str = "daphne", env: dict[str, str] | None = None
-    ) -> None:
+    def __init__(self, *, log_path: Path, kind: str = "daphne", env: dict[str, str] | None = None) -> None:
         assert kind in {"daphne", "runserver"}, kind
         self.kind = kind
         self.log_path = log_path
@@ -90,7 +88,11 @@ class Server:
     def command(self) -> list[str]:
         if self.kind == "daphne":
             return [
-                str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(self.port),
+                str(BIN / "daphne"),
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
                 "agentsite.asgi:application",
             ]
         return [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{self.port}"]
@@ -102,7 +104,11 @@ class Server:
             log.flush()
             # The child keeps its own copy of the file descriptor.
             self.process = subprocess.Popen(
-                self.command(), cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                self.command(),
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
         self.wait_healthy(timeout)

@@ -47,9 +47,7 @@ def test_admin_is_styled_with_debug_off(servers):
             header_bg = page.eval_on_selector("#header", "e => getComputedStyle(e).backgroundColor")
             assert header_bg not in ("", "rgba(0, 0, 0, 0)"), header_bg
             # Unstyled, the admin's SVG icons render as big black squares.
-            icon = page.eval_on_selector(
-                "a.addlink", "e => getComputedStyle(e).backgroundImage"
-            )
+            icon = page.eval_on_selector("a.addlink", "e => getComputedStyle(e).backgroundImage")
             assert "icon-addlink.svg" in icon, icon
             page.screenshot(path=str(ARTIFACT), full_page=True)
         finally:

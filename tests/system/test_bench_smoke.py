@@ -19,21 +19,39 @@ pytestmark = pytest.mark.system
 
 # Every scenario of issue 12, by the metric the harness reports for it.
 AGENTSITE_METRICS = {
-    "fresh.p50_ms", "fresh.p95_ms", "fresh.turns_per_s", "fresh.cpu_ms",  # sequential, fresh sessions
-    "same.p50_ms", "same.cpu_ms", "same.last20_over_first20",  # one session, last 20 ÷ first 20
-    "concurrent.turns_per_s", "concurrent.cpu_ms",  # 20 clients × 20 turns, distinct sessions
-    "contention.p50_ms", "contention.p99_ms",  # 5 clients × 20 turns, one session …
-    "contention.committed", "contention.refused", "contention.lost",  # … checked in the database
-    "sse.first_delta_ms", "sse.done_ms",  # time to first delta
+    "fresh.p50_ms",
+    "fresh.p95_ms",
+    "fresh.turns_per_s",
+    "fresh.cpu_ms",  # sequential, fresh sessions
+    "same.p50_ms",
+    "same.cpu_ms",
+    "same.last20_over_first20",  # one session, last 20 ÷ first 20
+    "concurrent.turns_per_s",
+    "concurrent.cpu_ms",  # 20 clients × 20 turns, distinct sessions
+    "contention.p50_ms",
+    "contention.p99_ms",  # 5 clients × 20 turns, one session …
+    "contention.committed",
+    "contention.refused",
+    "contention.lost",  # … checked in the database
+    "sse.first_delta_ms",
+    "sse.done_ms",  # time to first delta
 }
 POSTGRES_ONLY = {
     "two_processes.turns_per_s",  # two daphne processes on one PostgreSQL
-    "fresh.statements", "same.statements",  # statements per turn
-    "same.bytes_first20", "same.bytes_last20",  # commit bytes independent of length
+    "fresh.statements",
+    "same.statements",  # statements per turn
+    "same.bytes_first20",
+    "same.bytes_last20",  # commit bytes independent of length
 }
 FLOOR_METRICS = {
-    "fresh.p50_ms", "fresh.cpu_ms", "same.p50_ms", "same.last20_over_first20",
-    "concurrent.turns_per_s", "sse.first_delta_ms", "contention.lost", "fresh.statements",
+    "fresh.p50_ms",
+    "fresh.cpu_ms",
+    "same.p50_ms",
+    "same.last20_over_first20",
+    "concurrent.turns_per_s",
+    "sse.first_delta_ms",
+    "contention.lost",
+    "fresh.statements",
 }
 
 
@@ -51,7 +69,12 @@ def test_bench_smoke_runs_every_scenario(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     done = subprocess.run(
         [sys.executable, "-m", "bench.run", "--smoke", "--pg", postgres_url(), "--json", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = done.stdout.splitlines()

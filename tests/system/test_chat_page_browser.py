@@ -99,8 +99,7 @@ def test_chat_page_streams_a_turn_in_headless_chromium(servers):
             expect(page.locator("#transcript .msg.assistant .text").last).to_have_text(REPLY_2)
             expect(page.locator("#session-version")).to_have_text("2")
             stored = page.evaluate(
-                "[sessionStorage.getItem('agentsite.chat.apiKey'), localStorage.length,"
-                " document.cookie]"
+                "[sessionStorage.getItem('agentsite.chat.apiKey'), localStorage.length, document.cookie]"
             )
             assert stored == [key, 0, ""]
 
@@ -134,18 +133,14 @@ def test_chat_page_streams_a_turn_in_headless_chromium(servers):
         assert request.url.startswith(server.url + "/"), request.url
         auth = request.headers.get("authorization")
         if auth is not None:
-            assert request.url.startswith(
-                (f"{server.url}/api/sessions/", f"{server.url}/api/graphs")
-            ), request.url
+            assert request.url.startswith((f"{server.url}/api/sessions/", f"{server.url}/api/graphs")), request.url
             assert auth in (f"Bearer {key}", "Bearer not-a-real-key")
         assert key not in request.url
     streams = [r for r in requests if r.url.endswith(f"/api/sessions/{SESSION}/turns/stream")]
     assert len(streams) == 3
     assert all(UUID_RE.match(r.headers["idempotency-key"]) for r in streams)
     assert len({r.headers["idempotency-key"] for r in streams}) == 3
-    assert streams[0].post_data_json == {
-        "text": "hello", "client_mode": "chat", "need_form_update": True
-    }
+    assert streams[0].post_data_json == {"text": "hello", "client_mode": "chat", "need_form_update": True}
 
     data = ARTIFACT.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, len(data)

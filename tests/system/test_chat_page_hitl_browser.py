@@ -84,7 +84,12 @@ def test_approve_reject_and_reload_a_pending_interrupt(servers):
             card = page.locator("#transcript .msg.interrupt")
             expect(card).to_have_count(1)
             expect(card.locator(".who")).to_have_text("approval needed · book_table")
-            for name, value in (("name", "Ada Lovelace"), ("date", "2031-06-01"), ("time", "20:00"), ("party_size", "3")):
+            for name, value in (
+                ("name", "Ada Lovelace"),
+                ("date", "2031-06-01"),
+                ("time", "20:00"),
+                ("party_size", "3"),
+            ):
                 expect(card.locator(f'dd[data-arg="{name}"]')).to_have_text(value)
             expect(page.locator("#message")).to_be_disabled()
             expect(page.locator("#send")).to_be_disabled()
@@ -103,9 +108,11 @@ def test_approve_reject_and_reload_a_pending_interrupt(servers):
             approve.click()
             page.evaluate("document.querySelector('#transcript .msg.interrupt button.approve')?.click()")
             reply = page.locator("#transcript .msg.assistant").last
-            expect(reply.locator(".text")).to_have_text(re.compile(
-                r"^Done! Your table for 3 on 2031-06-01 at 20:00 is booked under Ada Lovelace, reference BK-\w+\.$"
-            ))
+            expect(reply.locator(".text")).to_have_text(
+                re.compile(
+                    r"^Done! Your table for 3 on 2031-06-01 at 20:00 is booked under Ada Lovelace, reference BK-\w+\.$"
+                )
+            )
             expect(reply).not_to_have_class(re.compile("tentative"))
             expect(card).to_have_class(re.compile("answered"))
             expect(card.locator("button")).to_have_count(0)
@@ -128,7 +135,7 @@ def test_approve_reject_and_reload_a_pending_interrupt(servers):
             )
             expect(card.locator(".note")).to_have_text("rejected: changed my mind")
             page.screenshot(path=str(shots["answered"]), full_page=True)
-            rejected_streams = watch.streams[len(approved_streams):]
+            rejected_streams = watch.streams[len(approved_streams) :]
 
             # A third session left waiting. A second tab opened before the
             # pause does not know of it: its message is refused with the
@@ -255,8 +262,9 @@ def test_regenerate_replaces_the_last_reply_and_refuses_a_changed_session(server
             page.screenshot(path=str(shots["button"]), full_page=True)
 
             # Someone else changes the session: Regenerate is refused, the reply stays.
-            patched = api.patch("/sessions/regen-1/fields", json={"fields": {"email": "ada@example.com"}},
-                                headers={"If-Match": '"6"'})
+            patched = api.patch(
+                "/sessions/regen-1/fields", json={"fields": {"email": "ada@example.com"}}, headers={"If-Match": '"6"'}
+            )
             assert patched.status_code == 200, patched.text
             regenerate.click()
             error = page.locator("#transcript .msg.error")

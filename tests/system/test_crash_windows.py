@@ -303,7 +303,9 @@ def test_crash_after_the_run_before_commit(launch, alice):
     assert checkpoint_rows(f"{session.id}:") == 0
 
     check_and_record(
-        "1 crash before commit", attempted=4, acknowledged=acknowledged,
+        "1 crash before commit",
+        attempted=4,
+        acknowledged=acknowledged,
         recovery=recovered_at - crashed_at,
     )
 
@@ -358,7 +360,9 @@ def test_crash_after_commit_before_response(launch, alice):
     acknowledged.append(json.loads(turn.result))
 
     check_and_record(
-        "2 crash after commit", attempted=2, acknowledged=acknowledged,
+        "2 crash after commit",
+        attempted=2,
+        acknowledged=acknowledged,
         recovery=recovered_at - crashed_at,
     )
 
@@ -383,23 +387,31 @@ def test_a_pause_survives_a_killed_server_and_resumes_once(launch, alice):
 
     server.restart(AGENT_FAULT_POINT="before_commit", AGENT_FAULT_ACTION="kill")
     with client_of(server, alice) as client:
-        expect_dropped(lambda: client.post(
-            f"/api/sessions/{KEY}/turns", json={"resume": {"action": "approve"}}, headers={"Idempotency-Key": "ok-1"}
-        ))
+        expect_dropped(
+            lambda: client.post(
+                f"/api/sessions/{KEY}/turns",
+                json={"resume": {"action": "approve"}},
+                headers={"Idempotency-Key": "ok-1"},
+            )
+        )
     assert_killed(server)
     assert not Booking.objects.exists()  # the tool ran; its effect waits for a commit that never came
 
     without_faults(server, AGENT_SESSION_WAIT_SECONDS="10")
     if on_postgres():
         wait_until(
-            lambda: session_row().lease_expires_at is None
-            or time.time() > session_row().lease_expires_at.timestamp(),
-            5, "the dead resume's lease",
+            lambda: session_row().lease_expires_at is None or time.time() > session_row().lease_expires_at.timestamp(),
+            5,
+            "the dead resume's lease",
         )
     with client_of(server, alice) as client:
-        resumed = committed(client.post(
-            f"/api/sessions/{KEY}/turns", json={"resume": {"action": "approve"}}, headers={"Idempotency-Key": "ok-1"}
-        ))
+        resumed = committed(
+            client.post(
+                f"/api/sessions/{KEY}/turns",
+                json={"resume": {"action": "approve"}},
+                headers={"Idempotency-Key": "ok-1"},
+            )
+        )
         recovered_at = time.monotonic()
         again = client.post(
             f"/api/sessions/{KEY}/turns", json={"resume": {"action": "approve"}}, headers={"Idempotency-Key": "ok-1"}
@@ -417,8 +429,11 @@ def test_a_pause_survives_a_killed_server_and_resumes_once(launch, alice):
     assert checkpoint_rows(f"{session_row().id}:") == 0  # the answered pause is dropped
 
     check_and_record(
-        "3 pause across a kill", attempted=3, acknowledged=[paused, resumed],
-        recovery=recovered_at - crashed_at, bookings=Booking.objects.count(),
+        "3 pause across a kill",
+        attempted=3,
+        acknowledged=[paused, resumed],
+        recovery=recovered_at - crashed_at,
+        bookings=Booking.objects.count(),
     )
 
 
@@ -446,9 +461,9 @@ def test_crash_mid_stream(launch, alice):
     without_faults(server, AGENT_SESSION_WAIT_SECONDS="10")
     if on_postgres():
         wait_until(
-            lambda: session_row().lease_expires_at is None
-            or time.time() > session_row().lease_expires_at.timestamp(),
-            5, "the dead turn's lease",
+            lambda: session_row().lease_expires_at is None or time.time() > session_row().lease_expires_at.timestamp(),
+            5,
+            "the dead turn's lease",
         )
     with client_of(server, alice) as client:
         info_after = client.get(f"/api/sessions/{KEY}").json()
@@ -459,7 +474,9 @@ def test_crash_mid_stream(launch, alice):
 
     # As before the turn: same business state, seen through the API too.
     assert (info_after["version"], info_after["fields"], info_after["stage"]) == (
-        before["version"], before["fields"], before["stage"]
+        before["version"],
+        before["fields"],
+        before["stage"],
     )
     assert messages_after == before_messages
     dead = AgentTurn.objects.get(pk=turn_id)
@@ -471,7 +488,9 @@ def test_crash_mid_stream(launch, alice):
     assert checkpoint_rows(dead.checkpoint_thread) == 0
 
     check_and_record(
-        "4 crash mid-stream", attempted=3, acknowledged=acknowledged,
+        "4 crash mid-stream",
+        attempted=3,
+        acknowledged=acknowledged,
         recovery=recovered_at - crashed_at,
     )
 
@@ -481,16 +500,14 @@ def test_crash_mid_stream(launch, alice):
 
 def test_lease_expiry_after_a_dead_process(launch, alice):
     lease = 2.0
-    server = launch(
-        AGENT_OFFLINE_TOKEN_DELAY_MS="200", AGENT_TURN_LEASE_SECONDS=str(lease)
-    ) if on_postgres() else launch(AGENT_OFFLINE_TOKEN_DELAY_MS="200")
+    server = (
+        launch(AGENT_OFFLINE_TOKEN_DELAY_MS="200", AGENT_TURN_LEASE_SECONDS=str(lease))
+        if on_postgres()
+        else launch(AGENT_OFFLINE_TOKEN_DELAY_MS="200")
+    )
     # PostgreSQL: a second server is up before the first dies, so the chat
     # sent right after the crash shows the wait for the lease, not a restart.
-    other = (
-        launch(AGENT_TURN_LEASE_SECONDS=str(lease), AGENT_SESSION_WAIT_SECONDS="10")
-        if on_postgres()
-        else None
-    )
+    other = launch(AGENT_TURN_LEASE_SECONDS=str(lease), AGENT_SESSION_WAIT_SECONDS="10") if on_postgres() else None
     killed: list[float] = []
 
     def kill_on_first_delta(event: ServerSentEvent) -> None:
@@ -541,9 +558,7 @@ def test_lease_expiry_after_a_dead_process(launch, alice):
         f"{recovered_at - crashed_at:.2f} s, chat latency {recovered_at - sent:.2f} s"
     )
 
-    check_and_record(
-        "5 lease expiry", attempted=2, acknowledged=[after], recovery=recovered_at - crashed_at
-    )
+    check_and_record("5 lease expiry", attempted=2, acknowledged=[after], recovery=recovered_at - crashed_at)
 
 
 # --- 9. delete racing a running turn ------------------------------------------------------
@@ -611,8 +626,12 @@ def test_delete_racing_a_running_turn(launch, alice, fenced_at):
     # Turns committed across epochs: the version counts them (no set-fields here).
     # The racing turn's row went with the delete; it was fenced (`stale_turn`).
     check_and_record(
-        f"9 delete racing a turn ({fenced_at})", attempted=3, acknowledged=acknowledged,
-        recovery=recovery, committed=session.version, aborted=1,
+        f"9 delete racing a turn ({fenced_at})",
+        attempted=3,
+        acknowledged=acknowledged,
+        recovery=recovery,
+        committed=session.version,
+        aborted=1,
     )
 
 
@@ -650,12 +669,24 @@ def test_fault_hit_is_a_no_op_unless_test_settings_enable_it(settings, monkeypat
         faults.hit(point)
     # And the environment cannot switch it on in production settings.
     probe = subprocess.run(
-        [sys.executable, "-c",
-         ("import django; django.setup(); from django.conf import settings; "
-         "from turns_app import faults; print(settings.AGENT_FAULT_INJECTION, faults.enabled())")],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "agentsite.settings",
-             "AGENT_FAULT_INJECTION": "true", "AGENT_FAULT_POINT": "before_commit"},
+        [
+            sys.executable,
+            "-c",
+            (
+                "import django; django.setup(); from django.conf import settings; "
+                "from turns_app import faults; print(settings.AGENT_FAULT_INJECTION, faults.enabled())"
+            ),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+            "AGENT_FAULT_INJECTION": "true",
+            "AGENT_FAULT_POINT": "before_commit",
+        },
     )
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.split() == ["False", "False"]

@@ -137,9 +137,7 @@ async def test_replay_after_every_process_restarted_keeps_the_live_ids(servers, 
         for last in range(len(live)):
             status, rest = await follow(client, alice, "s1", turn_id, last=last or None)
             assert status == 200
-            assert [(e.id, e.event, e.data) for e in rest] == [
-                (e.id, e.event, e.data) for e in live[last:]
-            ], last
+            assert [(e.id, e.event, e.data) for e in rest] == [(e.id, e.event, e.data) for e in live[last:]], last
         assert await follow(client, alice, "s1", turn_id, last=len(live)) == (204, [])
 
 

@@ -38,8 +38,11 @@ class Stream(threading.Thread):
     def run(self) -> None:
         try:
             with httpx.stream(
-                "POST", f"{self.url}/api/sessions/{self.session}/turns/stream",
-                json={"text": "hello"}, headers=auth(self.key), timeout=60,
+                "POST",
+                f"{self.url}/api/sessions/{self.session}/turns/stream",
+                json={"text": "hello"},
+                headers=auth(self.key),
+                timeout=60,
             ) as response:
                 assert response.status_code == 200, response.read()
                 name = None
@@ -108,8 +111,9 @@ def test_a_turn_past_the_grace_period_ends_with_server_shutdown(servers):
     answers: list[httpx.Response] = []
     waiter = threading.Thread(
         target=lambda: answers.append(
-            httpx.post(f"{server.url}/api/sessions/too-long-json/turns", json={"text": "hello"},
-                       headers=auth(key), timeout=60)
+            httpx.post(
+                f"{server.url}/api/sessions/too-long-json/turns", json={"text": "hello"}, headers=auth(key), timeout=60
+            )
         ),
         daemon=True,
     )
@@ -158,8 +162,7 @@ def test_an_idle_stop_is_prompt_and_quiet(servers, kind, signum):
     owns the signals (README)."""
     server = servers(kind=kind)
     key = api_key_create(owner="alice")[1]
-    answer = httpx.post(f"{server.url}/api/sessions/idle/turns", json={"text": "hello"},
-                        headers=auth(key), timeout=30)
+    answer = httpx.post(f"{server.url}/api/sessions/idle/turns", json={"text": "hello"}, headers=auth(key), timeout=30)
     assert answer.status_code == 200  # the checkpointer's connection is open now
     time.sleep(0.5)
     server.process.send_signal(signum)

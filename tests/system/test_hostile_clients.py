@@ -118,8 +118,10 @@ def test_oversized_uploads_keep_memory_bounded(servers, kind):
     sampler.join()
 
     growth = sampler.peak - baseline
-    print(f"\n{kind}: RSS {baseline / MB:.0f} MB -> peak {sampler.peak / MB:.0f} MB "
-          f"(+{growth / MB:.0f} MB) for {len(paths)} x 48 MB uploads in {elapsed:.1f} s")
+    print(
+        f"\n{kind}: RSS {baseline / MB:.0f} MB -> peak {sampler.peak / MB:.0f} MB "
+        f"(+{growth / MB:.0f} MB) for {len(paths)} x 48 MB uploads in {elapsed:.1f} s"
+    )
     assert status_line(declared).startswith("HTTP/1.1 413 "), declared[:300]
     assert b'"payload_too_large"' in declared
     for sent, response in results:
@@ -170,8 +172,9 @@ def test_slow_clients_are_cut(servers):
     idle.close()
     for sock in partial + trickling:
         sock.close()
-    print(f"\nslow clients: {len(closed_at)} of {len(answers)} cut, last after "
-          f"{max(closed_at.values(), default=0):.1f} s")
+    print(
+        f"\nslow clients: {len(closed_at)} of {len(answers)} cut, last after {max(closed_at.values(), default=0):.1f} s"
+    )
     assert len(closed_at) == len(answers), "some slow clients are still connected"
     assert max(closed_at.values()) < 6
     for answer in answers:
@@ -197,7 +200,10 @@ def test_connections_per_process_are_bounded(servers):
 def test_huge_headers_are_431_and_status_lines_have_reasons(servers, alice):
     """Issue 9 item 16."""
     server = servers()
-    for headers in (b"X-Big: " + b"a" * 20_000 + b"\r\n", b"".join(b"X-%d: %s\r\n" % (i, b"b" * 900) for i in range(20))):
+    for headers in (
+        b"X-Big: " + b"a" * 20_000 + b"\r\n",
+        b"".join(b"X-%d: %s\r\n" % (i, b"b" * 900) for i in range(20)),
+    ):
         sock = connect(server)
         sock.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + b"\r\n")
         answer = read_all(sock)
@@ -241,8 +247,9 @@ async def test_heavy_turns_do_not_stall_the_server(servers, alice):
     text = ("o" * 199 + " ") * 80
     async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
         for i in range(2):
-            response = await client.post("/api/sessions", headers=headers,
-                                         json={"key": f"big{i}", "form": largest_form()})
+            response = await client.post(
+                "/api/sessions", headers=headers, json={"key": f"big{i}", "form": largest_form()}
+            )
             assert response.status_code == 201, response.text
         latencies: list[float] = []
         turns_done = asyncio.Event()
@@ -263,8 +270,9 @@ async def test_heavy_turns_do_not_stall_the_server(servers, alice):
                 # to have answered 10 times while they ran: a fast server
                 # must not make the test see too little.
                 while done < 8 or (len(latencies) < 10 and done < 200):
-                    answer = await client.post(f"/api/sessions/big{done % 2}/turns", headers=headers,
-                                               json={"text": text[:16_000]})
+                    answer = await client.post(
+                        f"/api/sessions/big{done % 2}/turns", headers=headers, json={"text": text[:16_000]}
+                    )
                     assert answer.status_code == 200, answer.text[:300]
                     done += 1
             finally:
@@ -275,7 +283,9 @@ async def test_heavy_turns_do_not_stall_the_server(servers, alice):
         elapsed = time.perf_counter() - started
     worst = max(latencies)
     print(sorted(round(x * 1000) for x in latencies))
-    print(f"\n{done} heavy turns in {elapsed:.1f} s; /api/health answered {len(latencies)} times, "
-          f"worst {worst * 1000:.0f} ms")
+    print(
+        f"\n{done} heavy turns in {elapsed:.1f} s; /api/health answered {len(latencies)} times, "
+        f"worst {worst * 1000:.0f} ms"
+    )
     assert len(latencies) >= 10
     assert worst < 0.1, f"/api/health took {worst * 1000:.0f} ms"

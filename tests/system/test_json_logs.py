@@ -31,18 +31,19 @@ def test_turns_are_logged_as_json_lines(servers):
     server = servers(LOG_FORMAT="json")
     key = api_key_create(owner="alice")[1]
     headers = {"Authorization": f"Bearer {key}"}
-    committed = httpx.post(f"{server.url}/api/sessions/logged/turns", json={"text": "hello"},
-                           headers=headers, timeout=30)
+    committed = httpx.post(
+        f"{server.url}/api/sessions/logged/turns", json={"text": "hello"}, headers=headers, timeout=30
+    )
     assert committed.status_code == 200
     committed_id = committed.json()["turn_id"]
-    streamed = httpx.post(f"{server.url}/api/sessions/logged/turns/stream",
-                          json={"text": "Ada Lovelace"}, headers=headers, timeout=30)
+    streamed = httpx.post(
+        f"{server.url}/api/sessions/logged/turns/stream", json={"text": "Ada Lovelace"}, headers=headers, timeout=30
+    )
     assert "event: done" in streamed.text
 
     # A model slower than the time limit: the turn aborts with model_timeout.
     server.restart(AGENT_OFFLINE_TOKEN_DELAY_MS="200", AGENT_MODEL_TIMEOUT_SECONDS="0.3")
-    failed = httpx.post(f"{server.url}/api/sessions/slow/turns", json={"text": "hello"},
-                        headers=headers, timeout=30)
+    failed = httpx.post(f"{server.url}/api/sessions/slow/turns", json={"text": "hello"}, headers=headers, timeout=30)
     assert failed.status_code == 504
     (failed_turn,) = httpx.get(f"{server.url}/api/sessions/slow/turns", headers=headers).json()
     server.stop()

@@ -32,9 +32,7 @@ def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def test_twenty_sessions_move_from_sqlite_to_postgres_mid_conversation(
-    servers, scratch_postgres, tmp_path
-):
+def test_twenty_sessions_move_from_sqlite_to_postgres_mid_conversation(servers, scratch_postgres, tmp_path):
     sqlite_url = f"sqlite:///{tmp_path / 'agentsite.sqlite3'}"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": sqlite_url}
     manage(env, "migrate", "--noinput")
@@ -78,7 +76,9 @@ def test_twenty_sessions_move_from_sqlite_to_postgres_mid_conversation(
                 # The offline model asks for the next missing field: it knows
                 # the name and email given on SQLite.
                 assert answer["fields"] == {
-                    "name": f"Ada Lovelace{n}", "email": f"ada{n}@example.com", "preferred_date": "2031-05-01"
+                    "name": f"Ada Lovelace{n}",
+                    "email": f"ada{n}@example.com",
+                    "preferred_date": "2031-05-01",
                 }
                 assert "party" in answer["reply"].lower(), answer["reply"]
                 said = [f"Hi, I am Ada Lovelace{n}", f"ada{n}@example.com", "2031-05-01"]

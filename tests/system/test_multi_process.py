@@ -121,9 +121,7 @@ def new_client(timeout: float = 60) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=5))
 
 
-async def send(
-    client: httpx.AsyncClient, url: str, server: int, mode: str, api_key: str, turn: Turn
-) -> Attempt:
+async def send(client: httpx.AsyncClient, url: str, server: int, mode: str, api_key: str, turn: Turn) -> Attempt:
     attempt = Attempt(server=server, mode=mode, started=time.monotonic())
     path = f"{url}/api/sessions/{turn.session}/turns"
     headers = auth(api_key, turn.key)
@@ -228,8 +226,7 @@ def audit(owner: str, session_keys: list[str], turns: list[Turn]) -> Audit:
             out.problems.append(f"{where}: base versions do not chain")
         if (session.version, session.turn_count) != (len(done), len(done)):
             out.problems.append(
-                f"{where}: version {session.version}, turn_count {session.turn_count}, "
-                f"{len(done)} committed turns"
+                f"{where}: version {session.version}, turn_count {session.turn_count}, {len(done)} committed turns"
             )
         if session.active_turn_id is not None and not any(
             r.id == session.active_turn_id and r.status == AgentTurn.Status.PENDING for r in rows
@@ -250,17 +247,14 @@ def audit(owner: str, session_keys: list[str], turns: list[Turn]) -> Audit:
             ]
         if messages != expected:
             out.problems.append(
-                f"{where}: transcript ({len(messages)} messages) is not the committed turns "
-                f"({len(expected)} messages)"
+                f"{where}: transcript ({len(messages)} messages) is not the committed turns ({len(expected)} messages)"
             )
         in_transcript = Counter(m["content"] for m in messages if m["role"] == "user")
         in_log = Counter(r.request["text"] for r in done)
         out.duplicated += sum(c - 1 for c in in_transcript.values() if c > 1)
         out.duplicated += sum(c - 1 for c in in_log.values() if c > 1)
     texts = {t.text for t in turns}
-    strangers = [
-        r.request["text"] for r in committed_rows.values() if r.request["text"] not in texts
-    ]
+    strangers = [r.request["text"] for r in committed_rows.values() if r.request["text"] not in texts]
     if strangers:
         out.problems.append(f"committed turns no client sent: {strangers[:3]}")
     for turn in turns:
@@ -292,9 +286,7 @@ def api_matches_database(urls: list[str], api_key: str, session_keys: list[str])
                 assert messages == history.transcript(session.head_turn_id), (url, key)
                 log = client.get(f"/api/sessions/{key}/turns").json()
                 rows = AgentTurn.objects.filter(session=session, epoch=session.epoch)
-                assert {(t["id"], t["status"]) for t in log} == {
-                    (str(r.id), r.status) for r in rows
-                }, (url, key)
+                assert {(t["id"], t["status"]) for t in log} == {(str(r.id), r.status) for r in rows}, (url, key)
 
 
 # --- 6. two server processes, one PostgreSQL ---------------------------------------------
@@ -367,10 +359,7 @@ def test_two_servers_share_sessions_serially(servers, alice):
         handoffs += sum(a != b for a, b in itertools.pairwise(order))
     spans = [(t.session, a.started, a.ended) for t in turns for a in t.attempts]
     # The most requests in flight on one session at one instant.
-    overlap = max(
-        sum(s == key and start <= at < end for s, start, end in spans)
-        for key, at, _ in spans
-    )
+    overlap = max(sum(s == key and start <= at < end for s, start, end in spans) for key, at, _ in spans)
     assert handoffs >= SHARED_SESSIONS and overlap >= 2, (handoffs, overlap)
     print(
         f"\nscenario 6: {len(turns)} turns, {len(attempts_of(turns))} requests in {elapsed:.1f} s; "
@@ -464,8 +453,7 @@ def names_of_backends(admin: psycopg.Connection, database: str, ports: set[int])
 
 def terminate(admin: psycopg.Connection, database: str, application_name: str) -> int:
     (count,) = admin.execute(
-        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-        "WHERE datname = %s AND application_name = %s",
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
         [database, application_name],
     ).fetchone()
     return count
@@ -495,9 +483,7 @@ def test_postgres_outage_mid_load(servers, alice):
         t = 0
         async with new_client(45) as client:
             while not stop.is_set():
-                turn = Turn(
-                    keys[i % OUTAGE_SESSIONS], f"load-c{i}-t{t:03d}-{nonce}", f"o{i}-{t}-{nonce}"
-                )
+                turn = Turn(keys[i % OUTAGE_SESSIONS], f"load-c{i}-t{t:03d}-{nonce}", f"o{i}-{t}-{nonce}")
                 turns.append(turn)
                 await drive(client, urls, 0, mode, alice, turn, time.monotonic() + 40)
                 t += 1
@@ -513,9 +499,7 @@ def test_postgres_outage_mid_load(servers, alice):
             # Load first: some committed turns, and the server's pools open.
             while sum(t.acked is not None for t in turns) < 10:  # noqa: ASYNC110  (other tasks' counts)
                 await asyncio.sleep(0.05)
-            facts["backends_before"] = await asyncio.to_thread(
-                server_backends, admin, database, application_name
-            )
+            facts["backends_before"] = await asyncio.to_thread(server_backends, admin, database, application_name)
             # Every connection the server holds carries the name (Django's
             # pool and the checkpointer's): cutting by name cuts them all.
             postgres_port = int(connection.settings_dict.get("PORT") or 5432)
@@ -527,14 +511,10 @@ def test_postgres_outage_mid_load(servers, alice):
             timeline["outage_start"] = time.monotonic()
             try:
                 await asyncio.to_thread(allow_connections, admin, database, False)
-                facts["terminated"] = await asyncio.to_thread(
-                    terminate, admin, database, application_name
-                )
+                facts["terminated"] = await asyncio.to_thread(terminate, admin, database, application_name)
                 facts["health_during"] = await health(client, 2)
                 await asyncio.sleep(OUTAGE_HOLD_SECONDS)
-                facts["backends_during"] = await asyncio.to_thread(
-                    server_backends, admin, database, application_name
-                )
+                facts["backends_during"] = await asyncio.to_thread(server_backends, admin, database, application_name)
             finally:
                 await asyncio.to_thread(allow_connections, admin, database, True)
                 timeline["outage_end"] = time.monotonic()
@@ -556,9 +536,7 @@ def test_postgres_outage_mid_load(servers, alice):
 
     async def main(admin: psycopg.Connection) -> None:
         async with asyncio.timeout(OUTAGE_TEST_SECONDS - 25):
-            await asyncio.gather(
-                orchestrate(admin), *(client_run(i) for i in range(OUTAGE_CLIENTS))
-            )
+            await asyncio.gather(orchestrate(admin), *(client_run(i) for i in range(OUTAGE_CLIENTS)))
 
     admin = admin_connection()
     try:

@@ -33,8 +33,11 @@ def test_a_turn_streams_through_nginx_as_it_is_written(servers, nginx_in_front):
 
     arrivals: list[tuple[float, str]] = []
     with httpx.stream(
-        "POST", f"{proxy.url}/api/sessions/via-nginx/turns/stream",
-        json={"text": "hello"}, headers=auth(key), timeout=30,
+        "POST",
+        f"{proxy.url}/api/sessions/via-nginx/turns/stream",
+        json={"text": "hello"},
+        headers=auth(key),
+        timeout=30,
     ) as response:
         assert response.status_code == 200
         assert response.headers["content-type"] == "text/event-stream"
@@ -59,7 +62,9 @@ def test_nginx_caps_bodies_in_the_error_contract(servers, nginx_in_front):
     big = json.dumps({"text": "x" * (2 * 1024 * 1024)})
     for path in ("/api/sessions/big/turns", "/api/sessions/big/turns/stream"):
         response = httpx.post(
-            f"{proxy.url}{path}", content=big, timeout=30,
+            f"{proxy.url}{path}",
+            content=big,
+            timeout=30,
             headers={**auth(key), "Content-Type": "application/json"},
         )
         assert response.status_code == 413
@@ -83,9 +88,7 @@ def test_a_slow_client_is_held_by_nginx_not_by_the_app(servers, nginx_in_front):
         )
         started = time.monotonic()
         # Meanwhile the app serves others, and has not seen the half request.
-        ok = httpx.post(
-            f"{proxy.url}/api/sessions/fast/turns", json={"text": "hello"}, headers=auth(key), timeout=30
-        )
+        ok = httpx.post(f"{proxy.url}/api/sessions/fast/turns", json={"text": "hello"}, headers=auth(key), timeout=30)
         assert ok.status_code == 200, ok.text
         assert "/api/sessions/slow/" not in server.log_text()
         # nginx gives up on the body after client_body_timeout.

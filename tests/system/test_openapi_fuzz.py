@@ -53,14 +53,23 @@ def test_schemathesis_runs_clean(servers, tmp_path):
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
     command = [
-        str(Path(sys.executable).parent / "schemathesis"), "--config-file", str(config),
-        "run", f"{server.url}/api/openapi.json",
-        "--phases", "coverage,fuzzing,stateful",
-        "--header", f"Authorization: Bearer {key}",
-        "--max-examples", str(MAX_EXAMPLES),
-        "--seed", str(SEED),
-        "--workers", "1",
-        "--request-timeout", "20",
+        str(Path(sys.executable).parent / "schemathesis"),
+        "--config-file",
+        str(config),
+        "run",
+        f"{server.url}/api/openapi.json",
+        "--phases",
+        "coverage,fuzzing,stateful",
+        "--header",
+        f"Authorization: Bearer {key}",
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--seed",
+        str(SEED),
+        "--workers",
+        "1",
+        "--request-timeout",
+        "20",
         "--no-color",
     ]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)

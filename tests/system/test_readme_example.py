@@ -74,8 +74,10 @@ def test_the_docs_sse_example_reproduces_on_a_fresh_session(servers):
     key = api_key_create(owner="alice")[1]
 
     response = httpx.post(
-        f"{server.url}/api{path}", content=body,
-        headers={"Authorization": f"Bearer {key}", **headers}, timeout=60,
+        f"{server.url}/api{path}",
+        content=body,
+        headers={"Authorization": f"Bearer {key}", **headers},
+        timeout=60,
     )
     assert response.status_code == 200, response.text
     received = [chunk.strip() for chunk in response.text.strip().split("\n\n")]
@@ -83,7 +85,9 @@ def test_the_docs_sse_example_reproduces_on_a_fresh_session(servers):
 
     before, after = readme_events(section)
     assert len(received) >= len(before) + len(after)
-    shown = list(zip(before, received[: len(before)], strict=True)) + list(zip(after, received[-len(after):], strict=False))
+    shown = list(zip(before, received[: len(before)], strict=True)) + list(
+        zip(after, received[-len(after) :], strict=False)
+    )
     for printed, got in shown:
         assert as_pattern(printed).fullmatch(got), f"docs/api.md:\n{printed}\n\nserver:\n{got}"
     # What the doc elides is deltas, with the ids in between.

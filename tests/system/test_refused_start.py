@@ -36,8 +36,13 @@ def start_refused(kind: str, url: str) -> tuple[subprocess.CompletedProcess, flo
     started = time.monotonic()
     try:
         result = subprocess.run(
-            command(kind, free_port()), cwd=ROOT, env=env, capture_output=True, text=True,
-            timeout=PROMPT_SECONDS, stdin=subprocess.DEVNULL,
+            command(kind, free_port()),
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PROMPT_SECONDS,
+            stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"{kind} was still running after {PROMPT_SECONDS} s:\n{exc.stdout}\n{exc.stderr}")
@@ -67,8 +72,13 @@ def test_missing_checkpointer_tables(kind, fresh_database_url):
     url, _ = fresh_database_url
     assert run(["manage.py", "migrate", "--noinput"], url).returncode == 0
     drop = run(
-        ["-c", ("import django; django.setup(); from django.db import connection; "
-         "connection.cursor().execute('DROP TABLE checkpoints')")],
+        [
+            "-c",
+            (
+                "import django; django.setup(); from django.db import connection; "
+                "connection.cursor().execute('DROP TABLE checkpoints')"
+            ),
+        ],
         url,
     )
     assert drop.returncode == 0, drop.stderr
@@ -85,7 +95,9 @@ def test_a_second_server_on_one_sqlite_file(kind, tmp_path):
         [sys.executable, "-c", "import agentsite.asgi, sys; print('up', flush=True); sys.stdin.read()"],
         cwd=ROOT,
         env={**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "agentsite.settings"},
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert first.stdout.readline().strip() == "up"

@@ -92,12 +92,8 @@ async def test_deltas_arrive_before_the_turn_ends(servers, alice, kind):
 async def test_ten_concurrent_streams_on_ten_sessions(servers, alice):
     server = servers(AGENT_OFFLINE_TOKEN_DELAY_MS=str(TOKEN_DELAY_MS))
     async with asyncio.timeout(TEST_SECONDS), client_of(server) as client:
-        results = await asyncio.gather(
-            *(stream_turn(client, alice, f"s{i}", "Ada Lovelace") for i in range(10))
-        )
-        infos = [
-            (await client.get(f"/api/sessions/s{i}", headers=auth(alice))).json() for i in range(10)
-        ]
+        results = await asyncio.gather(*(stream_turn(client, alice, f"s{i}", "Ada Lovelace") for i in range(10)))
+        infos = [(await client.get(f"/api/sessions/s{i}", headers=auth(alice))).json() for i in range(10)]
     for got, info in zip(results, infos, strict=True):
         assert got.status == 200, (got.error, server.log_text())
         assert got.done["version"] == info["version"] == 1
@@ -111,9 +107,7 @@ async def test_two_streams_on_one_session_are_serialised(servers, alice):
             stream_turn(client, alice, "s1", "ada@example.com"),
         )
         info = (await client.get("/api/sessions/s1", headers=auth(alice))).json()
-    finished = sorted(
-        (got for got in results if got.status == 200), key=lambda got: got.done["version"]
-    )
+    finished = sorted((got for got in results if got.status == 200), key=lambda got: got.done["version"])
     refused = [got for got in results if got.status != 200]
     # The second waits for the first's commit (up to AGENT_SESSION_WAIT_SECONDS),
     # or is refused whole: never two turns on one session at once.
@@ -125,9 +119,7 @@ async def test_two_streams_on_one_session_are_serialised(servers, alice):
     assert len(finished) >= 1 and info["version"] == len(finished)
 
 
-@pytest.mark.parametrize(
-    "on_disconnect,outcome", [("cancel", "aborted"), ("continue", "committed")]
-)
+@pytest.mark.parametrize("on_disconnect,outcome", [("cancel", "aborted"), ("continue", "committed")])
 async def test_client_disconnect_through_daphne(servers, alice, on_disconnect, outcome):
     """daphne delivers `http.disconnect` mid-stream and the consumer acts on it."""
     server = servers(AGENT_OFFLINE_TOKEN_DELAY_MS="100", AGENT_ON_DISCONNECT=on_disconnect)

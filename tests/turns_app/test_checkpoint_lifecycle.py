@@ -94,9 +94,7 @@ async def test_sweep_drops_a_run_s_leftovers_and_keeps_running_ones(api, script,
     outcome = await run_graph(lost, ignore)  # paused and persisted...
     assert outcome.interrupts and await orm(threads, session_id=lost.session_id) == {lost.thread_id}
     assert "dropped 0 checkpoint thread(s)" in await sweep()  # ...its turn still runs
-    await orm(
-        lambda: AgentTurn.objects.filter(pk=lost.turn_id).update(status="aborted")
-    )  # ...and never commits
+    await orm(lambda: AgentTurn.objects.filter(pk=lost.turn_id).update(status="aborted"))  # ...and never commits
     assert "dropped 1 checkpoint thread(s)" in await sweep()
     assert await orm(threads, session_id=lost.session_id) == set()
     assert await orm(threads, session_id=kept.id) == {kept.interrupt["thread_id"]}

@@ -79,9 +79,7 @@ async def test_eight_concurrent_chats_on_one_session(alice, settings, wait_secon
     messages = await orm(transcript_of, session=session)
     assert len(messages) == 2 * len(done)
     user_texts = [m["content"] for m in messages if m["role"] == "user"]
-    assert sorted(user_texts) == sorted(
-        t for t in texts if any(t == turn.request["text"] for turn in turns)
-    )
+    assert sorted(user_texts) == sorted(t for t in texts if any(t == turn.request["text"] for turn in turns))
     assert len(set(user_texts)) == len(user_texts)
 
 
@@ -162,8 +160,14 @@ def test_a_claim_that_waited_for_the_lock_reads_what_the_holder_committed(api_ke
             with transaction.atomic():
                 held = session_lock(session_id=session.pk).session
                 AgentTurn.objects.create(
-                    session=held, epoch=held.epoch, number=7, base_version=held.version, graph=held.graph,
-                    request_digest="x" * 64, request={"text": "held"}, status=AgentTurn.Status.COMMITTED,
+                    session=held,
+                    epoch=held.epoch,
+                    number=7,
+                    base_version=held.version,
+                    graph=held.graph,
+                    request_digest="x" * 64,
+                    request={"text": "held"},
+                    status=AgentTurn.Status.COMMITTED,
                     values={"seen": "after the wait"},
                 )
                 held.head_turn_id = AgentTurn.objects.get(session=held, number=7).pk

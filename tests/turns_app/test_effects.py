@@ -43,7 +43,10 @@ async def test_a_committed_turn_leaves_exactly_the_bookings_it_reported(api, scr
         {"kind": "booking.create", "result": {"booking_id": str(booking.id), "reference": booking.reference}}
     ]
     assert (booking.name, str(booking.date), booking.time.strftime("%H:%M"), booking.party_size) == (
-        "Ada Lovelace", "2031-05-01", "19:30", 2,
+        "Ada Lovelace",
+        "2031-05-01",
+        "19:30",
+        2,
     )
     assert str(booking.turn_id) == done["turn_id"]
     # A replay creates none.

@@ -105,9 +105,7 @@ async def test_a_failed_renewal_is_logged_and_renewal_goes_on(alice, script, set
     assert "renewing its lease failed" in caplog.text and "a bug in renewal" in caplog.text
 
 
-async def test_renewals_failing_until_the_lease_runs_out_stop_the_turn(
-    alice, script, settings, monkeypatch, caplog
-):
+async def test_renewals_failing_until_the_lease_runs_out_stop_the_turn(alice, script, settings, monkeypatch, caplog):
     """Not half-alive: once the lease it could not renew has run out, another
     claim may own the session, so the run stops and the turn is aborted."""
     settings.AGENT_TURN_LEASE_SECONDS = 0.3
@@ -215,4 +213,3 @@ async def test_leases_follow_the_database_clock_not_the_host_clock(alice, script
     assert turn.id == claim.turn_id and turn.status == AgentTurn.Status.PENDING
     row = await orm(session_row)
     assert row.lease_expires_at < real_now() + dt.timedelta(minutes=5)
-

@@ -135,9 +135,7 @@ async def test_a_paused_run_whose_checkpoint_is_gone_cannot_resume_silently(api,
         session.head_turn_id,
         session.interrupt,
     )
-    rewind = await api.call(
-        "POST", "/sessions/b1/rewind", {"turn_id": None, "expected_version": paused["version"]}
-    )
+    rewind = await api.call("POST", "/sessions/b1/rewind", {"turn_id": None, "expected_version": paused["version"]})
     assert rewind.status_code == 200, rewind.content
 
 

@@ -121,7 +121,8 @@ async def test_tool_calls_and_results_stream(app, api, alice):
     assert names(events) == ["turn", "tool_call", "tool_result", "tool_call", "interrupt", "done"]
     first_call, result, booking_call, interrupt = (e.json for e in events[1:5])
     assert (first_call["name"], first_call["args"]) == (
-        "check_availability", {"date": "2031-05-01", "time": "19:30", "party_size": 2}
+        "check_availability",
+        {"date": "2031-05-01", "time": "19:30", "party_size": 2},
     )
     assert result["tool_call_id"] == first_call["id"] and json.loads(result["content"])["available"] is True
     assert booking_call["name"] == "book_table" and booking_call["args"]["name"] == "Ada Lovelace"

@@ -36,4 +36,3 @@ async def test_a_hung_database_gets_a_503_within_the_probe_bound(monkeypatch):
     assert time.monotonic() - started < 1.0
     assert response.status_code == 503
     assert json.loads(response.content)["status"] == "unavailable"
-

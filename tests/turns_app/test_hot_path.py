@@ -79,7 +79,11 @@ def test_a_new_sessions_claim_is_one_round_trip_and_reads_nothing_back():
     turn = AgentTurn.objects.get(pk=claimed.turn_id)
     # What the claim took from memory is what the database holds.
     assert (claimed.session_id, claimed.epoch, claimed.base_version, claimed.form, claimed.stage) == (
-        session.id, session.epoch, session.version, session.form, session.stage,
+        session.id,
+        session.epoch,
+        session.version,
+        session.form,
+        session.stage,
     )
     assert session.active_turn_id == turn.id and turn.status == AgentTurn.Status.PENDING
     assert session.lease_expires_at > session.created_at
@@ -298,5 +302,7 @@ def test_no_index_of_the_turn_tables_copies_the_leading_columns_of_another():
         for name, columns in indexed.items():
             if constraints[name]["unique"] or constraints[name]["primary_key"]:
                 continue
-            longer = [other for other, more in indexed.items() if len(more) > len(columns) and more[: len(columns)] == columns]
+            longer = [
+                other for other, more in indexed.items() if len(more) > len(columns) and more[: len(columns)] == columns
+            ]
             assert not longer, (table, name, columns, longer)

@@ -56,7 +56,12 @@ async def test_an_interrupt_is_a_committed_pause_shown_everywhere(api, script):
     paused = await pause_booking(api, "b1")
     assert paused["status"] == "interrupted" and paused["version"] == 1
     (interrupt,) = paused["interrupts"]
-    assert interrupt["value"]["args"] == {"name": "Ada Lovelace", "date": "2031-05-01", "time": "19:30", "party_size": 2}
+    assert interrupt["value"]["args"] == {
+        "name": "Ada Lovelace",
+        "date": "2031-05-01",
+        "time": "19:30",
+        "party_size": 2,
+    }
     info = body(await api.call("GET", "/sessions/b1"))
     assert info["version"] == 1 and info["interrupts"] == [interrupt]
     log = body(await api.call("GET", "/sessions/b1/turns"))
@@ -114,7 +119,9 @@ async def test_resume_without_a_pending_interrupt_is_refused(api, script):
 
 async def test_interrupt_and_resume_over_sse(app, api, alice, script):
     assert (await api.call("POST", "/sessions", {"key": "b1", "graph": "booking"})).status_code == 201
-    paused = await stream_events(post(app, alice, "b1", "Book for 2 people on 2031-05-01 at 19:30, my name is Ada Lovelace"))
+    paused = await stream_events(
+        post(app, alice, "b1", "Book for 2 people on 2031-05-01 at 19:30, my name is Ada Lovelace")
+    )
     assert names(paused)[-2:] == ["interrupt", "done"]
     assert paused[-1].json["interrupts"] == [paused[-2].json]
     from tests.turns_app.test_sse_consumer import Stream
@@ -143,7 +150,9 @@ async def test_the_admin_shows_the_pending_interrupt(api, script, admin_client):
 
     await pause_booking(api, "b1")
     row = await orm(session, key="b1")
-    page = (await orm(lambda: admin_client.get(reverse("admin:sessions_app_agentsession_change", args=[row.pk])))).content.decode()
+    page = (
+        await orm(lambda: admin_client.get(reverse("admin:sessions_app_agentsession_change", args=[row.pk])))
+    ).content.decode()
     assert "Pending interrupt" in page and "book_table" in page and "Ada Lovelace" in page
     listing = (await orm(lambda: admin_client.get(reverse("admin:turns_app_agentturn_changelist")))).content.decode()
     assert "interrupted" in listing
@@ -191,7 +200,10 @@ async def test_rewind_then_chat_starts_from_the_rewound_state(api, script):
     assert [log[d["turn_id"]]["superseded"] for d in done] == [False, True, True]
     history = body(await api.call("GET", "/sessions/s1/history"))["items"]
     assert [(i["number"], i["superseded"], i["on_head"]) for i in history] == [
-        (4, False, True), (3, True, False), (2, True, False), (1, False, True)
+        (4, False, True),
+        (3, True, False),
+        (2, True, False),
+        (1, False, True),
     ]
 
 
@@ -220,7 +232,12 @@ async def test_fork_starts_a_new_session_from_a_committed_turn(api, script, api_
     forked = await api.call("POST", "/sessions/s1/fork", {"turn_id": done[1]["turn_id"], "new_key": "s1-b"})
     assert forked.status_code == 201, forked.content
     info = body(forked)
-    assert (info["key"], info["fields"], info["version"], info["graph"]) == ("s1-b", {"name": "Ada Lovelace"}, 2, "intake")
+    assert (info["key"], info["fields"], info["version"], info["graph"]) == (
+        "s1-b",
+        {"name": "Ada Lovelace"},
+        2,
+        "intake",
+    )
     fork_messages = body(await api.call("GET", "/sessions/s1-b/messages"))
     assert [m["content"] for m in fork_messages][0::2] == ["hello", "Ada Lovelace"]
     # Independent from here on, both ways.

@@ -42,8 +42,13 @@ def test_every_installed_model_is_moved_or_said_why_not():
     moved = {m._meta.label_lower for m in moving.moved_models()}
     assert moved.isdisjoint(moving.NOT_MOVED) and moved.isdisjoint(moving.DERIVED)
     assert installed == moved | set(moving.NOT_MOVED) | set(moving.DERIVED)
-    assert {"sessions_app.agentsession", "sessions_app.apikey", "turns_app.agentturn",
-            "turns_app.agentturnevent", "booking.booking"} <= moved
+    assert {
+        "sessions_app.agentsession",
+        "sessions_app.apikey",
+        "turns_app.agentturn",
+        "turns_app.agentturnevent",
+        "booking.booking",
+    } <= moved
     # Parents before the rows that point at them.
     order = [m._meta.label_lower for m in moving.moved_models()]
     assert order.index("sessions_app.agentsession") < order.index("turns_app.agentturn")
@@ -51,10 +56,7 @@ def test_every_installed_model_is_moved_or_said_why_not():
 
 
 def rows(alias: str) -> dict[str, list[dict]]:
-    return {
-        m._meta.db_table: list(m._base_manager.using(alias).order_by("pk").values())
-        for m in moving.moved_models()
-    }
+    return {m._meta.db_table: list(m._base_manager.using(alias).order_by("pk").values()) for m in moving.moved_models()}
 
 
 def target_rows(url: str) -> dict[str, list[dict]]:
@@ -78,7 +80,11 @@ def move(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": served_database_url()}
     return subprocess.run(
         [sys.executable, "manage.py", "move_sessions", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -131,9 +137,7 @@ def sessions_in_progress(alice: str, bob: str) -> None:
     api_key_revoke(api_key=api_key_create(owner="carol")[0])
 
 
-def test_move_copies_everything_and_conversations_continue_on_the_target(
-    alice, bob, scratch_postgres, servers
-):
+def test_move_copies_everything_and_conversations_continue_on_the_target(alice, bob, scratch_postgres, servers):
     sessions_in_progress(alice, bob)
     before = rows("default")
     assert len(before["agent_sessions"]) == 7 and len(before["booking_bookings"]) == 1
@@ -161,7 +165,11 @@ def test_move_copies_everything_and_conversations_continue_on_the_target(
     with httpx.Client(base_url=f"{server.url}/api", headers=headers, timeout=30) as http:
         answer = http.post("/sessions/intake-0/turns", json={"text": "2031-05-01"}).json()
         assert answer["version"] == session["intake-0"]["version"] + 1
-        assert answer["fields"] == {"name": "Ada Lovelace0", "email": "ada0@example.com", "preferred_date": "2031-05-01"}
+        assert answer["fields"] == {
+            "name": "Ada Lovelace0",
+            "email": "ada0@example.com",
+            "preferred_date": "2031-05-01",
+        }
         said = [m["content"] for m in http.get("/sessions/intake-0/messages").json() if m["role"] == "user"]
         assert said == ["Hi, I am Ada Lovelace0", "ada0@example.com", "2031-05-01"]
         # The pause waits on the target, and resumes there, exactly once.

@@ -47,15 +47,27 @@ class Event:
 class Stream:
     """One request to a consumer, read message by message."""
 
-    def __init__(self, app, method: str, path: str, *, key: str | None, body: Any = None,
-                 raw: bytes | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        app,
+        method: str,
+        path: str,
+        *,
+        key: str | None,
+        body: Any = None,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         # As every HTTP/1.1 client sends it; the edge checks it as Django does.
         sent = {"Host": "testserver", **(headers or {})}
         if key is not None:
             sent["Authorization"] = f"Bearer {key}"
         payload = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
         self.comm = HttpCommunicator(
-            app, method, path, payload,
+            app,
+            method,
+            path,
+            payload,
             headers=[(k.lower().encode(), v.encode("latin-1")) for k, v in sent.items()],
         )
         self.payload = payload
@@ -110,8 +122,15 @@ class Stream:
         await self.comm.wait(STEP)
 
 
-def post(app, key: str | None, session: str, text: str = "Ada Lovelace", *,
-         idem: str | None = None, headers: dict[str, str] | None = None) -> Stream:
+def post(
+    app,
+    key: str | None,
+    session: str,
+    text: str = "Ada Lovelace",
+    *,
+    idem: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Stream:
     headers = {**({"Idempotency-Key": idem} if idem is not None else {}), **(headers or {})}
     path = f"/api/sessions/{session}/turns/stream"
     return Stream(app, "POST", path, key=key, body={"text": text}, headers=headers)
@@ -269,14 +288,20 @@ async def test_busy_session_is_a_plain_409(app, alice, gate, script, settings):
 
 
 HI = '{"text": "hi"}'
-RAW_BODIES = {"truncated": '{"text": "hi"', "not_json": "not json", "string": '"hi"',
-              "list": "[1]", "null": "null", "blank": " ", "empty": ""}
+RAW_BODIES = {
+    "truncated": '{"text": "hi"',
+    "not_json": "not json",
+    "string": '"hi"',
+    "list": "[1]",
+    "null": "null",
+    "blank": " ",
+    "empty": "",
+}
 # name: (session key as sent in the URL, raw body, headers)
 BAD_REQUESTS = {
     **{f"body_{name}": ("s1", json.dumps(body), {}) for name, body in BAD_CHAT_BODIES.items()},
     **{f"raw_{name}": ("s1", raw, {}) for name, raw in RAW_BODIES.items()},
-    **{f"idem_{name}": ("s1", HI, {"Idempotency-Key": idem})
-       for name, idem in BAD_IDEMPOTENCY_KEYS.items()},
+    **{f"idem_{name}": ("s1", HI, {"Idempotency-Key": idem}) for name, idem in BAD_IDEMPOTENCY_KEYS.items()},
     "bad_key": ("a%3Fb", HI, {}),
     "bad_key_and_body": ("a%3Fb", "{", {}),
     "bad_body_and_idem": ("s1", '{"text": ""}', {"Idempotency-Key": ""}),
@@ -361,9 +386,7 @@ async def test_stale_commit_ends_with_an_error_event(app, api, gate, script):
     assert (await orm(session_row)).version == 0
 
 
-async def test_a_run_that_dies_without_an_outcome_still_ends_with_an_error(
-    app, alice, script, monkeypatch
-):
+async def test_a_run_that_dies_without_an_outcome_still_ends_with_an_error(app, alice, script, monkeypatch):
     """The runner emits `error` for the failures it knows; a bug (here in
     the commit) must not leave the stream ending without either outcome."""
     from turns_app import execution
@@ -567,8 +590,9 @@ async def test_oversized_body_is_a_plain_413_and_nothing_is_written(app, alice, 
     """Django's DATA_UPLOAD_MAX_MEMORY_SIZE does not reach a consumer; the
     stream applies the same cap before buffering more."""
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
-    stream = Stream(app, "POST", "/api/sessions/s1/turns/stream", key=alice,
-                    raw=json.dumps({"text": "x" * 2000}).encode())
+    stream = Stream(
+        app, "POST", "/api/sessions/s1/turns/stream", key=alice, raw=json.dumps({"text": "x" * 2000}).encode()
+    )
     await json_error(stream, 413, "payload_too_large")
     assert script.count() == 0
     assert await orm(all_turns) == []

@@ -113,7 +113,11 @@ async def test_the_listener_comes_back_after_its_connection_is_killed(alice):
         seq = 2
         # Written until one wakes us: the listener is back within RECONNECT_SECONDS.
         while True:
-            await orm(lambda seq=seq: AgentTurnEvent.objects.create(turn_id=claimed.turn_id, seq=seq, event="delta", data="{}"))
+            await orm(
+                lambda seq=seq: AgentTurnEvent.objects.create(
+                    turn_id=claimed.turn_id, seq=seq, event="delta", data="{}"
+                )
+            )
             if await woken.wait(0.5):
                 break
             seq += 1
@@ -170,7 +174,9 @@ async def test_a_follower_registering_while_a_writer_holds_the_turn_waits_for_it
         assert not done, "registered while the writer's trigger could not have seen it"
         writer.commit()
         await asyncio.wait_for(registering, 5)
-        assert await orm(lambda: list(AgentTurnEvent.objects.filter(turn_id=claimed.turn_id).values_list("seq", flat=True))) == [1, 2]
+        assert await orm(
+            lambda: list(AgentTurnEvent.objects.filter(turn_id=claimed.turn_id).values_list("seq", flat=True))
+        ) == [1, 2]
     finally:
         writer.close()
 
@@ -179,7 +185,9 @@ async def test_maintenance_removes_followers_a_dead_process_left(alice):
     claimed = await claim_turn("s1", "hello")
 
     def left_behind() -> None:
-        TurnFollower.objects.create(id=uuid.uuid4(), turn_id=claimed.turn_id, created_at=timezone.now() - timedelta(hours=2))
+        TurnFollower.objects.create(
+            id=uuid.uuid4(), turn_id=claimed.turn_id, created_at=timezone.now() - timedelta(hours=2)
+        )
         TurnFollower.objects.create(id=uuid.uuid4(), turn_id=claimed.turn_id, created_at=timezone.now())
 
     await orm(left_behind)

@@ -21,7 +21,7 @@ IDEMPOTENCY_KEY_CHARS = 24
 
 
 def turn_label(turn: AgentTurn) -> str:
-    """"#2 · committed": what a turn is called where its session is known."""
+    """ "#2 · committed": what a turn is called where its session is known."""
     return f"#{turn.number} · {turn.status}"
 
 
@@ -151,8 +151,18 @@ class AgentTurnAdmin(_ReadOnly, admin.ModelAdmin):
     def get_changelist(self, request, **kwargs):
         # The list joins each turn's session for its key and owner: only those.
         return light_changelist(
-            "request", "result", "error", "messages", "fields", "values", "interrupts", "effects",
-            "session__form", "session__fields", "session__metadata", "session__interrupt",
+            "request",
+            "result",
+            "error",
+            "messages",
+            "fields",
+            "values",
+            "interrupts",
+            "effects",
+            "session__form",
+            "session__fields",
+            "session__metadata",
+            "session__interrupt",
         )
 
     def get_object(self, request, object_id, from_field=None):

@@ -19,9 +19,7 @@ from turns_app.moving.source import source_saver
 from turns_app.moving.target import SQL_DELETE_ALL
 
 THREAD_BATCH_SIZE = 200
-SQL_THREADS_AFTER = (
-    "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id > %s ORDER BY thread_id LIMIT %s"
-)
+SQL_THREADS_AFTER = "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id > %s ORDER BY thread_id LIMIT %s"
 # A checkpoint's pending writes with what the saver's list() leaves out
 # (task_path, idx), which orders them when LangGraph reads them back.
 SQL_WRITES = {
@@ -109,9 +107,7 @@ def _copy_thread(
     report.threads += 1
 
 
-def copy_checkpoints(
-    target_alias: str, report: MoveReport, *, replace: bool, strip_nul: bool
-) -> Callable[[], None]:
+def copy_checkpoints(target_alias: str, report: MoveReport, *, replace: bool, strip_nul: bool) -> Callable[[], None]:
     """Copy every checkpoint thread into the target, on a connection of the
     saver's own (PostgresSaver wants binary server-side parameters, which
     Django's cursors refuse) in one transaction; returns its commit.

@@ -53,9 +53,7 @@ def _check_nul(obj: models.Model, fields: list[models.Field], strip_nul: bool) -
         setattr(obj, f.attname, without_nul(value))
 
 
-def copy_model(
-    model: type[models.Model], target: str, *, batch_size: int, strip_nul: bool
-) -> int:
+def copy_model(model: type[models.Model], target: str, *, batch_size: int, strip_nul: bool) -> int:
     """Copy every row of `model`, `batch_size` at a time in primary-key order.
     `_insert(raw=True)` is what loaddata's `save_base(raw=True)` ends in: it
     writes the values read, where bulk_create would stamp `auto_now` /
@@ -75,7 +73,7 @@ def copy_model(
             _check_nul(obj, fields, strip_nul)
         step = max(ops.bulk_batch_size(fields, batch), 1)
         for start in range(0, len(batch), step):
-            target_rows._insert(batch[start:start + step], fields=fields, using=target, raw=True)
+            target_rows._insert(batch[start : start + step], fields=fields, using=target, raw=True)
         copied += len(batch)
         last = batch[-1].pk
         forget_queries(target)

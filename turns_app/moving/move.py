@@ -73,7 +73,9 @@ def move_sessions(
                     say(f"{table}: {report.rows[table]} row(s)")
                 reset_sequences(target)
                 commit_checkpoints = copy_checkpoints(target, report, replace=replace, strip_nul=strip_nul)
-                say(f"checkpoints: {report.threads} thread(s), {report.checkpoints} checkpoint(s), {report.writes} write(s)")
+                say(
+                    f"checkpoints: {report.threads} thread(s), {report.checkpoints} checkpoint(s), {report.writes} write(s)"
+                )
                 # Checkpoints first: if the business commit then failed, the
                 # target would hold threads no session reads (the sweep drops
                 # them, --replace too), never a paused session without its thread.

@@ -35,10 +35,7 @@ DERIVED = {
 def moved_models() -> list[type[models.Model]]:
     """Every model of MOVED_APPS, parents before the models that point at them."""
     found = [
-        m
-        for label in MOVED_APPS
-        for m in apps.get_app_config(label).get_models()
-        if m._meta.label_lower not in DERIVED
+        m for label in MOVED_APPS for m in apps.get_app_config(label).get_models() if m._meta.label_lower not in DERIVED
     ]
     ordered: list[type[models.Model]] = []
 

@@ -22,10 +22,7 @@ URL_FORM = "postgres://USER:PASSWORD@HOST:5432/NAME"
 
 # Identifies one database on one running server (a host name and an address
 # may name the same one).
-SQL_DATABASE_IDENTITY = (
-    "SELECT current_database(), pg_postmaster_start_time()::text, "
-    "coalesce(inet_server_port(), 0)"
-)
+SQL_DATABASE_IDENTITY = "SELECT current_database(), pg_postmaster_start_time()::text, coalesce(inet_server_port(), 0)"
 SQL_DELETE_ALL = "DELETE FROM {table}"
 
 

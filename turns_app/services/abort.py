@@ -90,9 +90,7 @@ def turn_cancel(*, owner: str, key: str, turn_id: UUID) -> AgentTurn:
             raise TurnNotFound()
         if turn.status in FINISHED:
             raise TurnCommitted(details={"turn_id": str(turn.id), "status": turn.status})
-        if abort_locked(
-            locked, turn, code="turn_cancelled", message="the turn was cancelled; nothing was committed"
-        ):
+        if abort_locked(locked, turn, code="turn_cancelled", message="the turn was cancelled; nothing was committed"):
             wake_runner(turn.id)
     return turn
 

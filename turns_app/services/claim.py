@@ -173,9 +173,7 @@ def _new_turn(
     return turn, TurnEvent(1, "turn", turn_event_data(turn))
 
 
-def _claim_of(
-    session: AgentSession, turn: AgentTurn, first: TurnEvent, *, head_values: dict[str, Any]
-) -> Claim:
+def _claim_of(session: AgentSession, turn: AgentTurn, first: TurnEvent, *, head_values: dict[str, Any]) -> Claim:
     return Claim(
         first_event=first,
         turn_id=turn.id,

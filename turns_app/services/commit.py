@@ -38,17 +38,33 @@ SESSIONS = AgentTurn._meta.get_field("session").related_model._meta.db_table
 
 # What a commit writes: the session's columns (and turn_count + 1), the turn's.
 COMMIT_SESSION_FIELDS = (
-    "fields", "stage", "head_turn_id", "interrupt", "version", "active_turn_id", "lease_expires_at", "updated_at",
+    "fields",
+    "stage",
+    "head_turn_id",
+    "interrupt",
+    "version",
+    "active_turn_id",
+    "lease_expires_at",
+    "updated_at",
 )
 COMMIT_TURN_FIELDS = (
-    "status", "messages", "replaces_history", "message_count", "fields", "stage",
-    "values", "version", "interrupts", "effects", "checkpoint_id", "result",
+    "status",
+    "messages",
+    "replaces_history",
+    "message_count",
+    "fields",
+    "stage",
+    "values",
+    "version",
+    "interrupts",
+    "effects",
+    "checkpoint_id",
+    "result",
 )
 # The one-statement commit's fence on the session row: the turn still holds
 # it, its lease live by the database's clock ({now}: rows.clock()).
 STILL_HELD = (
-    '"deleted_at" IS NULL AND "epoch" = %s AND "version" = %s AND "active_turn_id" = %s '
-    'AND "lease_expires_at" > {now}'
+    '"deleted_at" IS NULL AND "epoch" = %s AND "version" = %s AND "active_turn_id" = %s AND "lease_expires_at" > {now}'
 )
 # The turn's row and its events are written only where the session's update
 # just happened: the session's head is this turn, at the version it made.
@@ -240,8 +256,13 @@ def _commit_fenced(claim: Claim, outcome: Outcome, pending: list[TurnEvent], don
     locking path finds out why and aborts the turn."""
     session = session_as_claimed(session_id=claim.session_id, epoch=claim.epoch, version=claim.base_version)
     turn = AgentTurn(
-        id=claim.turn_id, session_id=claim.session_id, epoch=claim.epoch, number=claim.number,
-        base_version=claim.base_version, idempotency_key=claim.idempotency_key, request=claim.request,
+        id=claim.turn_id,
+        session_id=claim.session_id,
+        epoch=claim.epoch,
+        number=claim.number,
+        base_version=claim.base_version,
+        idempotency_key=claim.idempotency_key,
+        request=claim.request,
     )
     turn._state.adding = False  # an existing row: updated, not inserted
     _settle(turn, session, outcome, [])
@@ -264,8 +285,11 @@ def _commit_fenced(claim: Claim, outcome: Outcome, pending: list[TurnEvent], don
     returned = rows.first_row_in_own_transaction(
         [
             rows.update_if_statement(
-                session, COMMIT_SESSION_FIELDS, *still_held,
-                expressions={"turn_count": ('"turn_count" + 1', [])}, returning_clock=True,
+                session,
+                COMMIT_SESSION_FIELDS,
+                *still_held,
+                expressions={"turn_count": ('"turn_count" + 1', [])},
+                returning_clock=True,
             ),
             # The turn's row before its events, as `final_event` says.
             rows.update_if_statement(turn, COMMIT_TURN_FIELDS, *committed_here, expressions={"finished_at": now}),

@@ -93,9 +93,7 @@ def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) ->
     turns = {t.id: t for t in AgentTurn.objects.filter(pk__in=chain)}
     # One commit: a crash or error mid-copy leaves no half-forked session.
     with transaction.atomic(durable=True):
-        fork = session_insert(
-            owner=owner, key=new_key, form=source.form, metadata=source.metadata, graph=source.graph
-        )
+        fork = session_insert(owner=owner, key=new_key, form=source.form, metadata=source.metadata, graph=source.graph)
         fork = session_lock(session_id=fork.id).session
         parent = None
         for number, original_id in enumerate(chain, start=1):

@@ -13,7 +13,9 @@ class Command(MigratedDatabaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--to", required=True, metavar="DATABASE_URL", help="postgres://USER:PASSWORD@HOST:5432/NAME")
+        parser.add_argument(
+            "--to", required=True, metavar="DATABASE_URL", help="postgres://USER:PASSWORD@HOST:5432/NAME"
+        )
         parser.add_argument(
             "--replace",
             action="store_true",
