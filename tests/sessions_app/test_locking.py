@@ -61,9 +61,9 @@ def test_a_locked_session_cannot_be_made_or_changed_anywhere_else(session):
             locked.session = session  # type: ignore[misc]
 
 
+# SQLite locks the whole database (an IMMEDIATE transaction), not a row.
+@pytest.mark.postgres_only
 def test_the_lock_is_held_until_the_transaction_ends(session):
-    if not connection.features.has_select_for_update:
-        pytest.skip("SQLite locks the whole database (an IMMEDIATE transaction), not a row")
     entered, release = threading.Event(), threading.Event()
     waited: list[bool] = []
 
