@@ -28,9 +28,13 @@ Headers = Iterable[tuple[bytes, bytes]]
 
 
 class Event(Protocol):
-    id: int
-    event: str
-    data: str  # JSON text
+    # Read-only members, so frozen dataclasses (TurnEvent, ProtocolEvent) are events.
+    @property
+    def id(self) -> int: ...
+    @property
+    def event(self) -> str: ...
+    @property
+    def data(self) -> str: ...  # JSON text
 
 
 SSE_HEADERS = [
