@@ -67,8 +67,9 @@ def _assistants(filters: AssistantSearchRequest | AssistantCountRequest) -> list
 @assistants.post("/assistants/search", summary="The registered graphs, as assistants")
 async def search_assistants(request: HttpRequest, payload: AssistantSearchRequest):
     found = await asyncio.to_thread(_assistants, payload)
-    if payload.sort_by:
-        found.sort(key=lambda a: str(a[payload.sort_by]), reverse=payload.sort_order == "desc")
+    sort_by = payload.sort_by
+    if sort_by:
+        found.sort(key=lambda a: str(a[sort_by]), reverse=payload.sort_order == "desc")
     return [select(a, payload.select) for a in found[payload.offset : payload.offset + payload.limit]]
 
 

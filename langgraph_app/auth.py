@@ -8,7 +8,14 @@ from collections.abc import Mapping
 from django.http import HttpRequest
 from ninja.security import APIKeyHeader
 
-from sessions_app.auth import authenticate_key, bearer_token
+from sessions_app.auth import ApiKey, authenticate_key, bearer_token
+
+
+class AuthedRequest(HttpRequest):
+    """A request ProtocolAuth let in: ninja sets `auth` to what the scheme
+    returned, the caller's API key. For annotations only."""
+
+    auth: ApiKey
 
 
 def api_key_of(headers: Mapping[str, str]) -> str:
@@ -17,7 +24,7 @@ def api_key_of(headers: Mapping[str, str]) -> str:
     return raw if raw else bearer_token(headers)
 
 
-async def authenticate(headers: Mapping[str, str]):
+async def authenticate(headers: Mapping[str, str]) -> ApiKey:
     return await authenticate_key(api_key_of(headers))
 
 
@@ -28,8 +35,8 @@ class ProtocolAuth(APIKeyHeader):
     param_name = "x-api-key"
     is_async = True
 
-    async def __call__(self, request: HttpRequest):
+    async def __call__(self, request: HttpRequest) -> ApiKey:
         return await authenticate(request.headers)
 
-    def authenticate(self, request: HttpRequest, key: str | None):  # pragma: no cover
+    def authenticate(self, request: HttpRequest, key: str | None) -> ApiKey:  # pragma: no cover
         raise NotImplementedError("ProtocolAuth authenticates in __call__")

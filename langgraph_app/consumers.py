@@ -11,9 +11,11 @@ their status; once it started, a failure is an `error` event.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import get_args
 from urllib.parse import parse_qs
 
 from core.asyncdb import db
@@ -25,6 +27,7 @@ from langgraph_app import run_records, runs
 from langgraph_app.auth import authenticate
 from langgraph_app.errors import run_not_found
 from langgraph_app.params import TRUE
+from langgraph_app.run_input import RunBody
 from langgraph_app.schemas import RunCreateStateful, RunCreateStateless, StreamMode
 from langgraph_app.stream import ProtocolEvent, parse_last_event_id, protocol_events
 from sessions_app.selectors import check_session_key
@@ -35,12 +38,12 @@ from turns_app.services import turn_cancel
 # LangGraph's server sends a heartbeat comment this often; the JS SDK's idle
 # watchdog reconnects after max(3 x interval, 6 s) of silence once armed.
 HEARTBEAT_SECONDS = 5.0
-STREAM_MODES = frozenset(StreamMode.__args__)
+STREAM_MODES = frozenset(get_args(StreamMode))
 
 
 @dataclass
 class Plan:
-    events: AsyncIterator[ProtocolEvent]
+    events: AsyncGenerator[ProtocolEvent, None]
     headers: Headers = ()
     # Called with whether the client read the stream to its end.
     after: Callable[[bool], Awaitable[None]] | None = None
@@ -57,7 +60,10 @@ class _ProtocolStream(SseConsumer):
                 MethodNotAllowed(f"use {self.method}"), headers=[(b"allow", self.method.encode())]
             )
         try:
-            plan = await self.plan(body, self.request_headers(), self.scope["url_route"]["kwargs"])
+            # channels-stubs type an HTTP consumer's scope as asgiref's HTTPScope,
+            # without the url_route that channels' URLRouter adds to it.
+            route = self.scope["url_route"]["kwargs"]  # type: ignore[typeddict-item]
+            plan = await self.plan(body, self.request_headers(), route)
         except Exception as error:  # rendered by the front door, unexpected ones logged there
             return await self.send_error(error)
         finished = await self.stream(plan.events, headers=plan.headers)
@@ -79,7 +85,9 @@ class RunStreamConsumer(_ProtocolStream):
     async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan:
         api_key = await authenticate(headers)
         key = route.get("thread_id")
-        payload = validate_body(RunCreateStateless if key is None else RunCreateStateful, body)
+        payload: RunBody = (
+            validate_body(RunCreateStateless, body) if key is None else validate_body(RunCreateStateful, body)
+        )
         run = await runs.start_run(
             owner=api_key.owner, key=key, body=payload, idempotency_key=headers.get("idempotency-key")
         )
@@ -140,9 +148,7 @@ class JoinStreamConsumer(_ProtocolStream):
 
         async def after_stream(finished: bool) -> None:
             if not finished and cancel_on_disconnect:
-                try:
+                with contextlib.suppress(ApiError):  # it finished first
                     await db(turn_cancel, owner=api_key.owner, key=key, turn_id=run_id)
-                except ApiError:
-                    pass  # it finished first
 
         return Plan(protocol_events(replay_from(run_id, after), run_id, modes), after=after_stream)

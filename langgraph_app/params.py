@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from django.http import HttpRequest
@@ -27,6 +28,6 @@ def page(request: HttpRequest, default: int = 10) -> tuple[int, int]:
     return limit, offset
 
 
-def select(item: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
+def select(item: dict[str, Any], fields: Collection[str] | None) -> dict[str, Any]:
     """Only the `fields` of `item` (all of them if none are named)."""
     return {k: v for k, v in item.items() if k in fields} if fields else item

@@ -23,7 +23,8 @@ def run_status(turn: AgentTurn) -> str:
     if turn.status == AgentTurn.Status.PENDING:
         return "running"
     if turn.status == AgentTurn.Status.ABORTED:
-        return STATUS_OF_ERROR.get((turn.error or {}).get("code"), "error")
+        code = (turn.error or {}).get("code")
+        return STATUS_OF_ERROR.get(code, "error") if isinstance(code, str) else "error"
     return "success"
 
 

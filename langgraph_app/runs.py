@@ -9,6 +9,7 @@ outcome. The Run objects are run_records.py's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -22,7 +23,7 @@ from django.conf import settings
 from core.asyncdb import db
 from core.errors import SessionBusy, SessionExists, SessionNotFound, TurnCommitted, TurnNotFound, ValidationFailed
 from core.http.errors import run_error
-from langgraph_app import threads
+from langgraph_app import stream, threads
 from langgraph_app.errors import not_supported, run_not_found, thread_busy, thread_not_found
 from langgraph_app.ids import CheckpointRef, assistant_id, graph_of_assistant
 from langgraph_app.run_input import ResumeNeedsThread, RunBody, check_options, message_request, wanted_ref
@@ -72,8 +73,10 @@ class StartedRun:
     async def client_gone(self) -> None:
         """on_disconnect: `cancel` aborts the run (and waits for the abort)."""
         if self.on_disconnect == "cancel" and isinstance(self.started, TurnRun):
-            self.started.task.cancel()
-            await asyncio.wait({self.started.task})
+            task = self.started.task
+            assert task is not None  # start_turn answers a started run
+            task.cancel()
+            await asyncio.wait({task})
 
     def finish_in_background(self) -> None:
         """A stateless run's throwaway thread goes once the run is over."""
@@ -84,6 +87,7 @@ class StartedRun:
 
     async def _delete_when_over(self) -> None:
         if isinstance(self.started, TurnRun):
+            assert self.started.task is not None  # start_turn answers a started run
             await asyncio.wait({self.started.task})
         try:
             await db(session_services.session_delete_for_owner, owner=self.owner, key=self.key)
@@ -104,12 +108,13 @@ def start_point(*, owner: str, key: str, ref: CheckpointRef) -> tuple[StartFrom,
         return StartFrom(None, 0), None
     if state.kind == "now":
         return StartFrom(state.turn.id if state.turn else None, session.version), None
-    if state.kind == "after":
-        return StartFrom(state.turn.id, state.turn.version), None
     turn = state.turn
+    assert turn is not None  # after and input states are their turn's
+    if state.kind == "after":
+        return StartFrom(turn.id, threads.version_after(turn)), None
     parent = next((t for t in turns if t.id == turn.parent_id), None)
     again = {k: turn.request[k] for k in ("text", *REQUEST_OPTIONS) if k in turn.request}
-    return StartFrom(parent.id if parent else None, parent.version if parent else 0), again
+    return StartFrom(parent.id if parent else None, threads.version_after(parent) if parent else 0), again
 
 
 def _stamp(graph: str) -> dict[str, str]:
@@ -123,10 +128,9 @@ async def _ensure_thread(owner: str, key: str, graph: str, create: bool) -> None
     except SessionNotFound:
         if not create:
             raise thread_not_found(key) from None
-        try:
+        # SessionExists: made by a concurrent request; it is ours to run on now.
+        with contextlib.suppress(SessionExists):
             await db(session_services.session_create, owner=owner, key=key, graph=graph, metadata=_stamp(graph))
-        except SessionExists:
-            pass  # made by a concurrent request; it is ours to run on now
     await db(session_services.session_merge_metadata, owner=owner, key=key, metadata=_stamp(graph))
 
 
@@ -137,10 +141,8 @@ async def _cancel_running(owner: str, key: str) -> None:
     session = await db(sessions.session_get, owner=owner, key=key)
     if session.active_turn_id is None:
         return
-    try:
+    with contextlib.suppress(TurnCommitted, TurnNotFound):  # it finished first
         await db(turn_cancel, owner=owner, key=key, turn_id=session.active_turn_id)
-    except (TurnCommitted, TurnNotFound):
-        pass  # it finished first
 
 
 async def start_run(
@@ -159,10 +161,10 @@ async def start_run(
         raise ResumeNeedsThread()
     ref = wanted_ref(body)
     modes = body.stream_modes if streamed or "stream_mode" in body.model_fields_set else []
-    protocol = {"assistant_id": body.assistant_id, "stream_mode": modes}
+    protocol: dict[str, Any] = {"assistant_id": body.assistant_id, "stream_mode": modes}
     if body.metadata:
         protocol["metadata"] = body.metadata
-    if stateless:
+    if key is None:
         key = str(uuid.uuid4())
         await db(session_services.session_create, owner=owner, key=key, graph=graph, metadata=_stamp(graph))
         try:
@@ -171,7 +173,7 @@ async def start_run(
             await db(session_services.session_delete_for_owner, owner=owner, key=key)
             raise
     sessions.check_session_key(key)
-    await _ensure_thread(owner, key, graph, create=body.if_not_exists == "create")
+    await _ensure_thread(owner, key, graph, create=getattr(body, "if_not_exists", None) == "create")
     return await _start(owner, key, body, idempotency_key, graph, ref, resume, protocol, stateless=False)
 
 
@@ -190,6 +192,7 @@ async def _start(
     start_from, again = await db(start_point, owner=owner, key=key, ref=ref) if ref is not None else (None, None)
     if resume:
         # The command wins over input (agent-chat-ui sends `input: {}` with it).
+        assert body.command is not None  # what `resume` says
         request = {"resume": body.command.resume}
     elif again is not None:
         if body.input is not None:
@@ -243,7 +246,7 @@ async def final_event(run_id: UUID) -> TurnEvent:
             if event.event in TERMINAL_EVENTS:
                 return event
     finally:
-        await events.aclose()
+        await stream.close(events)
     raise run_not_found(run_id)
 
 

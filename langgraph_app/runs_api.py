@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse
 from ninja import Router
 
 from core.asyncdb import db
 from core.errors import TurnNotFound, ValidationFailed
 from langgraph_app import run_records, runs
+from langgraph_app.auth import AuthedRequest
 from langgraph_app.errors import run_not_found
 from langgraph_app.params import flag, page
+from langgraph_app.run_input import RunBody
 from langgraph_app.schemas import RunCreateStateful, RunCreateStateless
 
 runs_router = Router(tags=["Thread Runs"])
@@ -28,7 +30,7 @@ def _located(payload: Any, run: runs.StartedRun, tail: str) -> HttpResponse:
 
 
 async def _start(
-    request: HttpRequest, thread_id: str | None, payload: RunCreateStateless, *, streamed: bool = True
+    request: AuthedRequest, thread_id: str | None, payload: RunBody, *, streamed: bool = True
 ) -> runs.StartedRun:
     return await runs.start_run(
         owner=request.auth.owner,
@@ -40,19 +42,19 @@ async def _start(
 
 
 @runs_router.post("/threads/{thread_id}/runs", summary="Start a run in the background")
-async def create_run(request: HttpRequest, thread_id: str, payload: RunCreateStateful):
+async def create_run(request: AuthedRequest, thread_id: str, payload: RunCreateStateful):
     run = await _start(request, thread_id, payload)
     return _located(await db(run_records.run_get, owner=run.owner, key=run.key, run_id=run.run_id), run, "stream")
 
 
 @runs_router.post("/threads/{thread_id}/runs/wait", summary="Start a run and answer its final values")
-async def wait_run(request: HttpRequest, thread_id: str, payload: RunCreateStateful):
+async def wait_run(request: AuthedRequest, thread_id: str, payload: RunCreateStateful):
     run = await _start(request, thread_id, payload, streamed=False)
     return _located(await runs.wait_for(run), run, "join")
 
 
 @stateless_router.post("/runs/wait", summary="A run on a throwaway thread; its final values")
-async def wait_stateless(request: HttpRequest, payload: RunCreateStateless):
+async def wait_stateless(request: AuthedRequest, payload: RunCreateStateless):
     run = await _start(request, None, payload, streamed=False)
     try:
         answer = await runs.wait_for(run)
@@ -62,7 +64,7 @@ async def wait_stateless(request: HttpRequest, payload: RunCreateStateless):
 
 
 @stateless_router.post("/runs", summary="A run on a throwaway thread, in the background")
-async def create_stateless(request: HttpRequest, payload: RunCreateStateless):
+async def create_stateless(request: AuthedRequest, payload: RunCreateStateless):
     run = await _start(request, None, payload)
     answer = await db(run_records.run_get, owner=run.owner, key=run.key, run_id=run.run_id)
     run.finish_in_background()
@@ -70,7 +72,7 @@ async def create_stateless(request: HttpRequest, payload: RunCreateStateless):
 
 
 @runs_router.get("/threads/{thread_id}/runs", summary="The thread's runs, newest first")
-async def list_runs(request: HttpRequest, thread_id: str):
+async def list_runs(request: AuthedRequest, thread_id: str):
     limit, offset = page(request)
     status = request.GET.get("status") or None
     return await db(
@@ -79,14 +81,14 @@ async def list_runs(request: HttpRequest, thread_id: str):
 
 
 @runs_router.get("/threads/{thread_id}/runs/{run_id}", summary="A run")
-async def get_run(request: HttpRequest, thread_id: str, run_id: str):
+async def get_run(request: AuthedRequest, thread_id: str, run_id: str):
     return await db(
         run_records.run_get, owner=request.auth.owner, key=thread_id, run_id=run_records.parse_run_id(run_id)
     )
 
 
 @runs_router.get("/threads/{thread_id}/runs/{run_id}/join", summary="Wait for a run; its final values")
-async def join_run(request: HttpRequest, thread_id: str, run_id: str):
+async def join_run(request: AuthedRequest, thread_id: str, run_id: str):
     owner = request.auth.owner
     run_uuid = run_records.parse_run_id(run_id)
     await db(run_records.run_get, owner=owner, key=thread_id, run_id=run_uuid)
@@ -94,7 +96,7 @@ async def join_run(request: HttpRequest, thread_id: str, run_id: str):
 
 
 @runs_router.post("/threads/{thread_id}/runs/{run_id}/cancel", summary="Cancel a run, on any process")
-async def cancel_run(request: HttpRequest, thread_id: str, run_id: str):
+async def cancel_run(request: AuthedRequest, thread_id: str, run_id: str):
     action = request.GET.get("action") or "interrupt"
     if action not in ("interrupt", "rollback"):
         raise ValidationFailed("action must be interrupt or rollback")

@@ -8,7 +8,7 @@ process; our own events (delta, fields, tool calls) are left out."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -42,9 +42,17 @@ def events_of(modes: Iterable[str]) -> frozenset[str]:
     return frozenset(EVENT_OF_MODE[m] for m in modes if m in EVENT_OF_MODE)
 
 
+async def close(events: AsyncIterator[Any]) -> None:
+    """Closing a turn's stream now ends its subscription now, not at garbage
+    collection (turns_app's streams are async generators, typed as iterators)."""
+    aclose = getattr(events, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
 async def protocol_events(
     events: AsyncIterator[TurnEvent], run_id: UUID, modes: Iterable[str]
-) -> AsyncIterator[ProtocolEvent]:
+) -> AsyncGenerator[ProtocolEvent, None]:
     wanted = events_of(modes)
     try:
         async for event in events:
@@ -59,7 +67,4 @@ async def protocol_events(
                 told = told if isinstance(told, dict) else {}
                 yield ProtocolEvent(event.id, "error", dumps(run_error(told.get("code"), told.get("message"))))
     finally:
-        # Closing the source now ends its subscription now, not at garbage collection.
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await close(events)

@@ -89,6 +89,12 @@ def finished_turns(session: AgentSession) -> list[AgentTurn]:
     return turn_selectors.turn_list_finished(session=session)
 
 
+def version_after(turn: AgentTurn) -> int:
+    """The session version a finished turn's commit left (every commit sets it)."""
+    assert turn.version is not None, f"turn {turn.id} is not finished"
+    return turn.version
+
+
 def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
     """Every state of the session's epoch, newest first (by checkpoint id)."""
     epoch = session.epoch
@@ -97,7 +103,7 @@ def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
 
     def after(turn_id: UUID | None) -> CheckpointRef:
         turn = by_id.get(turn_id) if turn_id is not None else None
-        return CheckpointRef(epoch, turn.version, 2 * turn.number) if turn is not None else start.ref
+        return CheckpointRef(epoch, version_after(turn), 2 * turn.number) if turn is not None else start.ref
 
     found = [start]
     for turn in turns:
@@ -124,7 +130,7 @@ def current_state(session: AgentSession, states: list[State]) -> State:
     for state in states:
         if (
             state.kind == "now"
-            or (state.kind == "after" and state.turn.id == head)
+            or (state.kind == "after" and state.turn is not None and state.turn.id == head)
             or (state.kind == "start" and head is None)
         ):
             return state
@@ -139,6 +145,7 @@ def values_of(session: AgentSession, state: State, by_id: dict[UUID, AgentTurn])
     """The graph's state at `state`, as the protocol's `values`."""
     turn = state.turn
     if state.kind == "input":
+        assert turn is not None  # an input state is its turn's
         base = by_id.get(turn.parent_id) if turn.parent_id is not None else None
         messages = _messages(base.id if base else None)
         human = HumanMessage(content=turn.request.get("text", ""), id=f"{turn.id}:user")
@@ -185,7 +192,7 @@ def _checkpoint(key: str, ref: CheckpointRef | None) -> dict[str, Any] | None:
 def _pending(session: AgentSession, state: State) -> list[dict[str, Any]]:
     """The interrupts a state waits on: an interrupted turn's, or the
     session's pending one for its current state."""
-    if state.kind == "after" and state.turn.status == AgentTurn.Status.INTERRUPTED:
+    if state.kind == "after" and state.turn is not None and state.turn.status == AgentTurn.Status.INTERRUPTED:
         return list(state.turn.interrupts or [])
     if state.kind == "now" and session.interrupt:
         return list(session.interrupt["interrupts"])
@@ -267,9 +274,13 @@ def thread_state(*, owner: str, key: str, ref: CheckpointRef | None = None) -> d
     session = thread_of(owner=owner, key=key)
     turns = finished_turns(session)
     states = states_of(session, turns)
-    state = current_state(session, states) if ref is None else find_state(states, ref)
-    if state is None:
-        raise SessionNotFound(f"Thread {key} has no checkpoint {ref.id}")
+    if ref is None:
+        state = current_state(session, states)
+    else:
+        found = find_state(states, ref)
+        if found is None:
+            raise SessionNotFound(f"Thread {key} has no checkpoint {ref.id}")
+        state = found
     return state_json(session, state, {t.id: t for t in turns})
 
 

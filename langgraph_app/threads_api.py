@@ -8,12 +8,13 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from ninja import Router
 
 from core.asyncdb import db, retry_while_busy
 from core.errors import SessionExists, SessionNotFound, TurnCommitted, ValidationFailed, VersionConflict
 from langgraph_app import threads
+from langgraph_app.auth import AuthedRequest
 from langgraph_app.errors import not_supported, thread_not_found
 from langgraph_app.ids import CheckpointRef, parse_checkpoint_id
 from langgraph_app.params import page, select
@@ -51,7 +52,7 @@ def _create_thread(owner: str, payload: ThreadCreate) -> dict[str, Any]:
 
 
 @threads_router.post("/threads", summary="Create a thread (a session)")
-async def create_thread(request: HttpRequest, payload: ThreadCreate):
+async def create_thread(request: AuthedRequest, payload: ThreadCreate):
     return await db(_create_thread, owner=request.auth.owner, payload=payload)
 
 
@@ -65,7 +66,7 @@ def _search(owner: str, payload: ThreadSearchRequest | ThreadCountRequest, limit
     sort_by = getattr(payload, "sort_by", None)
     if sort_by == "status":
         raise not_supported("sort_by status")
-    order = {"thread_id": "key", None: "updated_at"}.get(sort_by, sort_by)
+    order = "key" if sort_by == "thread_id" else sort_by or "updated_at"
     found, total = sessions.session_search(
         owner=owner,
         metadata=payload.metadata,
@@ -82,7 +83,7 @@ def _search(owner: str, payload: ThreadSearchRequest | ThreadCountRequest, limit
 
 
 @threads_router.post("/threads/search", summary="Search your threads (metadata: top-level keys equal)")
-async def search_threads(request: HttpRequest, payload: ThreadSearchRequest, response: HttpResponse):
+async def search_threads(request: AuthedRequest, payload: ThreadSearchRequest, response: HttpResponse):
     found, total = await db(
         _search, owner=request.auth.owner, payload=payload, limit=payload.limit, offset=payload.offset
     )
@@ -93,13 +94,13 @@ async def search_threads(request: HttpRequest, payload: ThreadSearchRequest, res
 
 
 @threads_router.post("/threads/count")
-async def count_threads(request: HttpRequest, payload: ThreadCountRequest):
+async def count_threads(request: AuthedRequest, payload: ThreadCountRequest):
     _, total = await db(_search, owner=request.auth.owner, payload=payload, limit=1, offset=0)
     return total
 
 
 @threads_router.get("/threads/{thread_id}", summary="A thread: metadata, status, current values")
-async def get_thread(request: HttpRequest, thread_id: str):
+async def get_thread(request: AuthedRequest, thread_id: str):
     return await db(threads.thread_get, owner=request.auth.owner, key=thread_id)
 
 
@@ -114,7 +115,7 @@ def _patch(owner: str, key: str, payload: ThreadPatch) -> dict[str, Any]:
 
 
 @threads_router.patch("/threads/{thread_id}", summary="Merge metadata into a thread")
-async def patch_thread(request: HttpRequest, thread_id: str, payload: ThreadPatch):
+async def patch_thread(request: AuthedRequest, thread_id: str, payload: ThreadPatch):
     sessions.check_session_key(thread_id)
     thread = await db(_patch, owner=request.auth.owner, key=thread_id, payload=payload)
     if "return=minimal" in (request.headers.get("Prefer") or ""):
@@ -123,7 +124,7 @@ async def patch_thread(request: HttpRequest, thread_id: str, payload: ThreadPatc
 
 
 @threads_router.delete("/threads/{thread_id}", summary="Delete a thread: purge, keep a tombstone (204)")
-async def delete_thread(request: HttpRequest, thread_id: str):
+async def delete_thread(request: AuthedRequest, thread_id: str):
     try:
         await db(session_services.session_delete_for_owner, owner=request.auth.owner, key=thread_id)
     except SessionNotFound:
@@ -140,7 +141,7 @@ def _copy(owner: str, key: str) -> dict[str, Any]:
 
 
 @threads_router.post("/threads/{thread_id}/copy", summary="A new thread with this one's history")
-async def copy_thread(request: HttpRequest, thread_id: str):
+async def copy_thread(request: AuthedRequest, thread_id: str):
     return await db(_copy, owner=request.auth.owner, key=thread_id)
 
 
@@ -154,12 +155,12 @@ def _ref(raw: Any) -> CheckpointRef:
 
 
 @threads_router.get("/threads/{thread_id}/state", summary="The thread's current state")
-async def get_state(request: HttpRequest, thread_id: str):
+async def get_state(request: AuthedRequest, thread_id: str):
     return await db(threads.thread_state, owner=request.auth.owner, key=thread_id)
 
 
 @threads_router.post("/threads/{thread_id}/state/checkpoint", summary="The state at a checkpoint")
-async def post_state_at(request: HttpRequest, thread_id: str, payload: ThreadStateCheckpointRequest):
+async def post_state_at(request: AuthedRequest, thread_id: str, payload: ThreadStateCheckpointRequest):
     if payload.checkpoint.checkpoint_ns:
         raise not_supported("a subgraph checkpoint (checkpoint_ns)")
     ref = _ref(payload.checkpoint.checkpoint_id) if payload.checkpoint.checkpoint_id else None
@@ -167,7 +168,7 @@ async def post_state_at(request: HttpRequest, thread_id: str, payload: ThreadSta
 
 
 @threads_router.get("/threads/{thread_id}/state/{checkpoint_id}", summary="The state at a checkpoint")
-async def get_state_at(request: HttpRequest, thread_id: str, checkpoint_id: str):
+async def get_state_at(request: AuthedRequest, thread_id: str, checkpoint_id: str):
     return await db(threads.thread_state, owner=request.auth.owner, key=thread_id, ref=_ref(checkpoint_id))
 
 
@@ -180,7 +181,7 @@ def _expected_version(owner: str, key: str, ref: CheckpointRef | None) -> int:
 
 
 @threads_router.post("/threads/{thread_id}/state", summary="Set the thread's business fields")
-async def update_state(request: HttpRequest, thread_id: str, payload: ThreadStateUpdate):
+async def update_state(request: AuthedRequest, thread_id: str, payload: ThreadStateUpdate):
     if payload.as_node:
         raise not_supported("as_node")
     values = payload.values
@@ -210,7 +211,7 @@ def _before(raw: Any) -> CheckpointRef | None:
 
 
 @threads_router.post("/threads/{thread_id}/history", summary="The thread's states, newest first")
-async def post_history(request: HttpRequest, thread_id: str, payload: ThreadStateSearch):
+async def post_history(request: AuthedRequest, thread_id: str, payload: ThreadStateSearch):
     if payload.checkpoint is not None and payload.checkpoint.checkpoint_ns:
         return []  # no subgraphs, so no states in a subgraph namespace
     return await db(
@@ -224,7 +225,7 @@ async def post_history(request: HttpRequest, thread_id: str, payload: ThreadStat
 
 
 @threads_router.get("/threads/{thread_id}/history", summary="The thread's states, newest first")
-async def get_history(request: HttpRequest, thread_id: str):
+async def get_history(request: AuthedRequest, thread_id: str):
     limit, _ = page(request)
     return await db(
         threads.thread_history,
