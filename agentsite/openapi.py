@@ -5,9 +5,10 @@ specs), the two SSE endpoints the Channels consumers serve, and links
 between operations for stateful clients and fuzzers.
 
 Documented, not enforced here: validation stays where it is (the services
-and the front door), so the error codes stay what README's table says. The
-schema is checked against the running server by a schemathesis run in the
-test suite (tests/system/test_openapi_fuzz.py)."""
+and the front door), so the error codes stay what the table in
+(docs/api.md, "Errors") says. The schema is checked against the running
+server by a schemathesis run in the test suite
+(tests/system/test_openapi_fuzz.py)."""
 
 from __future__ import annotations
 
@@ -261,9 +262,9 @@ def document(schema: dict[str, Any]) -> dict[str, Any]:
             for status, codes in ERRORS.get(f"{method} {path}", {}).items():
                 if codes:
                     operation["responses"][str(status)] = _error_response(codes)
-            for (where, status), links in LINKS.items():
-                if where == f"{method} {path}" and status in operation["responses"]:
-                    operation["responses"][status]["links"] = {
+            for (where, response_status), links in LINKS.items():
+                if where == f"{method} {path}" and response_status in operation["responses"]:
+                    operation["responses"][response_status]["links"] = {
                         name: {"operationId": target, "parameters": params} for name, (target, params) in links.items()
                     }
     return schema

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
 from channels.routing import ProtocolTypeRouter, URLRouter
 from django.core.asgi import get_asgi_application
 from django.urls import re_path
 
 from core.http.edge import Edge
 from core.http.inflight import requests
+
+if TYPE_CHECKING:
+    from channels.routing import _ExtendedURLPattern
+
+
+def asgi_path(pattern: str, app: Callable[..., Awaitable[None]]) -> _ExtendedURLPattern:
+    """`re_path` for an ASGI app, as channels' URLRouter takes it. The stubs
+    have no such call: django-stubs' re_path takes views only, and
+    channels-stubs' URLRouter wants patterns whose callback is an ASGI app."""
+    return re_path(pattern, app)  # type: ignore[arg-type, return-value]
 
 
 def build_application():
@@ -27,23 +40,23 @@ def build_application():
             "http": ProtocolCors(
                 URLRouter(
                     [
-                        re_path(r"^api/sessions/(?P<key>.+)/turns/stream$", TurnStreamConsumer.as_asgi()),
-                        re_path(
+                        asgi_path(r"^api/sessions/(?P<key>.+)/turns/stream$", TurnStreamConsumer.as_asgi()),
+                        asgi_path(
                             r"^api/sessions/(?P<key>.+)/turns/(?P<turn_id>[^/]+)/stream$",
                             TurnReattachConsumer.as_asgi(),
                         ),
                         # LangGraph's Agent Protocol: its SSE endpoints.
-                        re_path(
+                        asgi_path(
                             r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/stream$",
                             RunStreamConsumer.as_asgi(),
                         ),
-                        re_path(r"^langgraph/runs/stream$", RunStreamConsumer.as_asgi()),
-                        re_path(
+                        asgi_path(r"^langgraph/runs/stream$", RunStreamConsumer.as_asgi()),
+                        asgi_path(
                             r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/stream$",
                             JoinStreamConsumer.as_asgi(),
                         ),
-                        re_path(r"^api/", api_app),
-                        re_path(r"", django_app),
+                        asgi_path(r"^api/", api_app),
+                        asgi_path(r"", django_app),
                     ]
                 )
             )
@@ -51,4 +64,6 @@ def build_application():
     )
     # The edge wraps everything: consumers, API, admin and chat page alike;
     # counted, so a graceful stop can wait for the responses in flight.
-    return requests.track(Edge(router))
+    # channels-stubs type the router's scope as asgiref's TypedDicts; the edge
+    # hands it the server's scope dict as it came.
+    return requests.track(Edge(router))  # type: ignore[arg-type]
