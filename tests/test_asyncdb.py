@@ -1,5 +1,5 @@
 """core.asyncdb.db: database steps on their own threads, without a
-health-check round trip per checkout (issue 12) — yet a connection that died
+health-check round trip per checkout (docs/scale.md, "Round trips") — yet a connection that died
 in the pool (a PostgreSQL restart) costs no failed request, and a step that
 had already done something is never run twice."""
 

@@ -139,7 +139,9 @@ def test_links_between_the_docs_resolve(doc: Path):
             continue  # another site
         file, _, anchor = target.partition("#")
         linked = (doc.parent / file).resolve() if file else doc
-        if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in {slug(h) for h in headings(linked)}):
+        if not linked.exists() or (
+            anchor and linked.suffix == ".md" and anchor not in {slug(h) for h in headings(linked)}
+        ):
             broken.append(target)
     assert broken == []
 

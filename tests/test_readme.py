@@ -14,22 +14,42 @@ from core.errors import ErrorCode
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("core", "graphs", "agentsite", "sessions_app", "turns_app", "langgraph_app")
-# Functions whose positional argument at this index is an error code.
-CODE_ARGUMENT = {"_abort_locked": 2}
+
+
+def app_modules() -> list[ast.Module]:
+    return [ast.parse(path.read_text(), str(path)) for app in APPS for path in (ROOT / app).rglob("*.py")]
+
+
+def positional_code_arguments(modules: list[ast.Module]) -> dict[str, set[int]]:
+    """Functions of the apps that take an error code positionally, by name,
+    with the index of `code` among a call's arguments (`self`/`cls` are not
+    passed): e.g. raw_error(431, "headers_too_large", …)."""
+    found: dict[str, set[int]] = {}
+    for module in modules:
+        for function in ast.walk(module):
+            if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                names = [a.arg for a in function.args.posonlyargs + function.args.args]
+                if names[:1] in (["self"], ["cls"]):
+                    names = names[1:]
+                if "code" in names:
+                    found.setdefault(function.name, set()).add(names.index("code"))
+    return found
 
 
 def literal_codes() -> set[str]:
-    """String literals passed as `code=…` (or as a known code argument)
-    anywhere in the apps, e.g. turn_abort(code="server_restarted")."""
+    """String literals passed as `code=…`, or where a function of the apps
+    takes its code positionally, anywhere in the apps, e.g.
+    turn_abort(code="server_restarted")."""
+    modules = app_modules()
+    positional = positional_code_arguments(modules)
     found: set[str] = set()
-    for path in (p for app in APPS for p in (ROOT / app).rglob("*.py")):
-        for call in ast.walk(ast.parse(path.read_text(), str(path))):
+    for module in modules:
+        for call in ast.walk(module):
             if not isinstance(call, ast.Call):
                 continue
             values = [k.value for k in call.keywords if k.arg == "code"]
             name = getattr(call.func, "id", None) or getattr(call.func, "attr", None)
-            if name in CODE_ARGUMENT and len(call.args) > CODE_ARGUMENT[name]:
-                values.append(call.args[CODE_ARGUMENT[name]])
+            values += [call.args[i] for i in positional.get(name, ()) if i < len(call.args)]
             found |= {v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value}
     return found
 
@@ -65,6 +85,13 @@ def test_the_scan_finds_codes_services_pass_as_strings():
     codes = {str(code) for code in ErrorCode} | literal_codes()
     assert {"server_restarted", "lease_expired", "session_busy"} <= codes
     assert {"payload_too_large", "server_unavailable"} <= proxy_codes()
+
+
+def test_the_scan_reads_literal_codes_by_keyword_and_by_position():
+    # Without ErrorCode's help: a literal code that is no member must still
+    # reach the check against the table.
+    assert {"server_restarted", "stale_turn"} <= literal_codes()  # code="…"
+    assert {"headers_too_large", "payload_too_large", "request_timeout"} <= literal_codes()  # raw_error(status, "…", …)
 
 
 def environment_settings() -> set[str]:

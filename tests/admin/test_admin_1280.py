@@ -6,6 +6,7 @@ Screenshots of each page land in artifacts/admin-1280-*.png."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,7 @@ def test_admin_pages_at_1280(live_server, admin_user, api):
                 page.screenshot(path=str(ARTIFACTS / f"admin-1280-{name}.png"), full_page=True)
                 crumbs = breadcrumbs(page)
                 parts = [p.strip() for p in crumbs.split("›")]
-                if any(a == b for a, b in zip(parts, parts[1:])):
+                if any(a == b for a, b in itertools.pairwise(parts)):
                     problems[f"{name}: repeated breadcrumb"] = crumbs
                 if (
                     str(session.pk) in crumbs

@@ -1,6 +1,6 @@
 """Admin pages against hostile data: list pages load only the columns they
-show (issue 9 item 4), and stored text with lone surrogates (SQLite keeps
-them; older versions let them in) still renders (item 7)."""
+show, and stored text with lone surrogates (SQLite keeps them; older
+versions let them in) still renders (docs/api.md, "Limits and hostile clients")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Admin login throttling (issue 9 item 17, django-axes): repeated wrong
+"""Admin login throttling (django-axes; docs/operations.md, "Admin"): repeated wrong
 passwords lock that username out from that address, even for the right
 password, while other users and addresses can still log in."""
 

@@ -1,6 +1,6 @@
-"""The offline model's extraction: values volunteered on any turn (issue 10
-item 5), and a cost that stays linear whatever the text and form (issue 9
-item 2)."""
+"""The offline model's extraction: values volunteered on any turn, and a
+cost that stays linear whatever the text and form (docs/graphs.md,
+"The offline model's extraction")."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from graphs.intake import offline
 from graphs.intake.extract_rules import extract_values
 from graphs.intake.form_spec import DEFAULT_FORM, FormSpecError, check_form_size, form_to_json
 from graphs.prompts import TASK_EXTRACT, render_task
+from tests.agent.messages import message_text
 
 FORM = form_to_json(DEFAULT_FORM)
 TODAY = dt.date(2026, 11, 30)
@@ -70,7 +71,7 @@ def test_enum_matching_prefers_the_longest_whole_word_option():
     assert extract_values(form, {}, None, "Yorkies") == {}
 
 
-# --- bounded cost (issue 9 item 2) -------------------------------------------------------
+# --- bounded cost (docs/graphs.md, "The offline model's extraction") --------------------
 
 ISSUE_FORM = [
     {
@@ -139,5 +140,5 @@ async def test_the_model_works_off_the_event_loop(monkeypatch):
         chunks = [chunk async for chunk in offline.OfflineChatModel().astream(prompt)]
     finally:
         task.cancel()
-    assert json.loads("".join(c.content for c in chunks)) == {}
+    assert json.loads("".join(message_text(c) for c in chunks)) == {}
     assert ticks >= 20, f"the loop ticked {ticks} times in 0.5 s"

@@ -18,6 +18,7 @@ from graphs.intake.form_spec import DEFAULT_FORM, form_to_json
 from graphs.intake.offline import OfflineChatModel, respond
 from graphs.runtime.chat_models import build_model
 from graphs.runtime.registry import UnknownGraph, build_graph
+from tests.agent.messages import message_text
 
 
 def test_offline_model_takes_its_delay_from_settings(settings):
@@ -191,7 +192,7 @@ async def test_openai_provider_runs_the_graph_against_openai_base_url(fake_opena
     assert values["field_changes"] == {"name": "Ada Lovelace"}
     assert values["messages"][-1].content == "Thanks! What is your email address?"
     assert {meta["langgraph_node"] for _, meta in chunks} == {"reply"}
-    assert "".join(chunk.content for chunk, _ in chunks) == values["messages"][-1].content
+    assert "".join(message_text(chunk) for chunk, _ in chunks) == values["messages"][-1].content
     # Streamed runs ask the provider for streams, even for nostream-tagged calls.
     assert FakeOpenAIHandler.streamed and all(FakeOpenAIHandler.streamed)
 

@@ -8,6 +8,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from graphs.intake.form_spec import DEFAULT_FORM, form_to_json
 from graphs.intake.offline import FALLBACK_REPLY, OfflineChatModel, extract_values
 from graphs.prompts import TASK_EXTRACT, TASK_REPLY, parse_task, render_task
+from tests.agent.messages import message_text
 
 FORM = form_to_json(DEFAULT_FORM)
 EXTRA_FORM = [
@@ -55,7 +56,7 @@ def test_unrecognised_prompt_gets_fallback():
 async def test_astream_yields_one_chunk_per_token():
     model = OfflineChatModel()
     chunks = [chunk async for chunk in model.astream(reply_prompt())]
-    texts = [chunk.content for chunk in chunks]
+    texts = [message_text(chunk) for chunk in chunks]
     assert len(texts) == 13
     assert texts[:2] == ["Hello! ", "I "]
     assert "".join(texts) == model.invoke(reply_prompt()).content
@@ -63,7 +64,7 @@ async def test_astream_yields_one_chunk_per_token():
 
 def test_sync_stream_matches():
     model = OfflineChatModel()
-    assert "".join(c.content for c in model.stream(reply_prompt())) == model.invoke(reply_prompt()).content
+    assert "".join(message_text(c) for c in model.stream(reply_prompt())) == model.invoke(reply_prompt()).content
 
 
 async def test_token_delay_spreads_arrival():
@@ -101,7 +102,7 @@ def test_extract_through_the_model():
         SystemMessage(render_task(TASK_EXTRACT, {"form": FORM, "fields": {}, "asked_field": "name"})),
         HumanMessage("Ada Lovelace"),
     ]
-    assert json.loads(model.invoke(prompt).content) == {"name": "Ada Lovelace"}
+    assert json.loads(message_text(model.invoke(prompt))) == {"name": "Ada Lovelace"}
 
 
 @pytest.mark.parametrize(

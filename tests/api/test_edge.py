@@ -219,16 +219,17 @@ async def test_api_errors_are_json(app, alice, method, path, status, code):
 
 async def test_the_api_runs_without_the_admins_middleware_thread_hops(app, alice, monkeypatch):
     """Django runs a sync-style middleware's hooks through `sync_to_async`,
-    two thread hops each (issue 12); the API needs none of the admin's
+    two thread hops each (docs/scale.md, "CPU"); the API needs none of the admin's
     (sessions, users, messages, CSRF, axes) and runs Django's
     SecurityMiddleware on the event loop. The request signals and the
     response's close run there too."""
+    import asgiref.sync
     import django.core.handlers.asgi as asgi_handler
     import django.dispatch.dispatcher as dispatcher
     import django.utils.deprecation as deprecation
 
     hops: list[str] = []
-    real = deprecation.sync_to_async
+    real = asgiref.sync.sync_to_async  # the function the three modules import
 
     def counting(fn, *args, **kwargs):
         hops.append(getattr(fn, "__qualname__", repr(fn)))
@@ -258,7 +259,7 @@ async def test_the_api_runs_without_the_admins_middleware_thread_hops(app, alice
 
 async def test_the_stream_consumers_make_no_thread_hop_per_message(app, alice, monkeypatch):
     """Channels closes old connections in a worker thread before every
-    message a consumer handles; ours hold none (issue 12)."""
+    message a consumer handles; ours hold none (docs/scale.md, "CPU")."""
     import channels.consumer
 
     hops: list[str] = []

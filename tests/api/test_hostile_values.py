@@ -1,7 +1,7 @@
 """Values that PostgreSQL refuses (and SQLite silently stores) answer 422
 `validation_error` at the door on both databases, and write nothing: huge
-offsets, non-finite numbers, lone surrogates (issue 9 item 7); bodies over
-the limit on every JSON endpoint (item 8); `.` and `..` as keys (item 15)."""
+offsets, non-finite numbers, lone surrogates; bodies over the limit on every
+JSON endpoint; `.` and `..` as keys (docs/api.md, "Limits and hostile clients")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The OpenAPI schema documents errors, constraints and the SSE endpoints
-(issue 9 item 19); tests/system/test_openapi_fuzz.py checks it against the
+(docs/api.md, "Overview"); tests/system/test_openapi_fuzz.py checks it against the
 running server."""
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ rendered by the one front door (core.http.errors)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from channels.testing import HttpCommunicator
@@ -100,7 +101,7 @@ async def test_the_session_quota_for_real(app, alice, settings):
     auth = {"authorization": f"Bearer {alice}"}
     got, _, body = await _request(app, "POST", "/api/sessions", auth, {"key": "k1"})
     assert got in (200, 201), body
-    run = {"assistant_id": "intake", "input": {"messages": [{"role": "user", "content": "hi"}]}}
+    run: dict[str, Any] = {"assistant_id": "intake", "input": {"messages": [{"role": "user", "content": "hi"}]}}
     for path, headers, body in [
         ("/api/sessions", auth, {"key": "k2"}),
         ("/api/sessions/k2/turns", auth, {"text": "hi"}),

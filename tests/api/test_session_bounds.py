@@ -1,6 +1,6 @@
 """Bounds on what one owner can make the service hold and send: lists leave
-heavy fields out, a per-owner session quota (issue 9 item 5), and delete
-keeps nothing the client supplied (item 9)."""
+heavy fields out, a per-owner session quota, and delete keeps nothing the
+client supplied (docs/api.md, "Sessions")."""
 
 from __future__ import annotations
 

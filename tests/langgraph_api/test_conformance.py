@@ -2,7 +2,7 @@
 tests/langgraph_api/spec/): for every endpoint /langgraph/ serves, the
 spec has the operation, with the same path parameters, and our request
 bodies have its property names and enums — except the differences listed
-here, which README lists too ("Use it from LangGraph clients"). A new
+here, which (docs/agent-protocol.md, "Conformance") lists too. A new
 difference, or one that went away, fails the test. The shapes of what we
 answer are checked against the spec's required properties."""
 
@@ -56,7 +56,7 @@ SERVED = {
 }
 
 # (method, path) -> (request properties the spec has and we lack, ones we add).
-KNOWN_BODY_DIFFERENCES = {
+KNOWN_BODY_DIFFERENCES: dict[tuple[str, str], tuple[set[str], set[str]]] = {
     # The deprecated checkpoint_id the Python SDK still sends.
     ("post", "/threads/{thread_id}/runs"): (set(), {"checkpoint_id"}),
     ("post", "/threads/{thread_id}/runs/stream"): (set(), {"checkpoint_id"}),

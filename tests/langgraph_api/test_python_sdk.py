@@ -1,6 +1,6 @@
 """The LangGraph Python SDK (`langgraph_sdk`, unmodified) against real daphne
-processes serving /langgraph/, on both databases (issue 15): the whole
-session the issue lists, interrupts and their resume, edit and regenerate
+processes serving /langgraph/, on both databases (docs/agent-protocol.md,
+"Supported"): a whole session, interrupts and their resume, edit and regenerate
 from history, the busy and error paths, and — on PostgreSQL — joining a
 run's stream on another process after Last-Event-ID."""
 
@@ -191,7 +191,7 @@ async def test_edit_and_regenerate_from_history_checkpoints(servers, alice):
 
         # Regenerate: from the state just before the second reply, no input.
         again = await client.runs.wait(tid, "intake", checkpoint=second_input["checkpoint"])
-        assert [m["content"] for m in again["messages"][-2:]][0] == "Ada Lovelace"
+        assert again["messages"][-2:][0]["content"] == "Ada Lovelace"
         assert len(again["messages"]) == 4
         # Edit: from the state before the second message, with another one.
         edited = await client.runs.wait(

@@ -1,5 +1,5 @@
-"""API keys are cached briefly per process (issue 12: no key lookup per
-turn), and revocation still works: at once here, within the cache's
+"""API keys are cached briefly per process (docs/scale.md, "Round trips":
+no key lookup per turn), and revocation still works: at once here, within the cache's
 lifetime from anywhere else."""
 
 from __future__ import annotations

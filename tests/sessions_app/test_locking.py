@@ -43,9 +43,9 @@ def test_the_lock_hands_out_a_locked_session_in_its_one_statement(session):
 
 
 def test_no_lock_outside_a_transaction_and_no_query_to_find_out(session):
-    with CaptureQueriesContext(connection) as queries, pytest.raises(RuntimeError, match="transaction.atomic"):
+    with CaptureQueriesContext(connection) as queries, pytest.raises(RuntimeError, match=r"transaction.atomic"):
         session_lock(session_id=session.pk)
-    with pytest.raises(RuntimeError, match="transaction.atomic"):
+    with pytest.raises(RuntimeError, match=r"transaction.atomic"):
         session_create_locked(owner="alice", key="new")
     assert queries.captured_queries == []
 
@@ -105,7 +105,7 @@ def test_the_steps_under_the_lock_refuse_the_bare_row(session: AgentSession):
     ]
     before = AgentSession.objects.get(pk=session.pk)
     for step in steps:
-        with transaction.atomic(), pytest.raises(AttributeError, match="session|now"):
+        with transaction.atomic(), pytest.raises(AttributeError, match=r"session|now"):
             step()
     after = AgentSession.objects.get(pk=session.pk)
     assert (after.version, after.updated_at, AgentTurn.objects.count()) == (before.version, before.updated_at, 0)

@@ -1,4 +1,4 @@
-"""The failure-window report (issue 5): every system scenario records what it
+"""The failure-window report (docs/invariants.md, "Failure windows"): every system scenario records what it
 attempted and what the database holds afterwards; the run prints one table
 and writes it to artifacts/system-report.md."""
 

@@ -1,4 +1,4 @@
-"""/api/docs in headless Chromium against a real server (issue 9 item 18):
+"""/api/docs in headless Chromium against a real server (docs/api.md, "Overview"):
 Swagger UI renders from this project's static files under a CSP that allows
 only the origin's own scripts; no request leaves the server's origin and the
 browser reports no CSP violation."""

@@ -1,5 +1,5 @@
 """`make bench`'s harness runs end to end: a smoke pass (a few turns of every
-scenario of issue 12) exits 0, prints the ratio table and writes JSON with
+scenario of docs/scale.md, "Targets") exits 0, prints the ratio table and writes JSON with
 every scenario, for agentsite on PostgreSQL and SQLite and for the floor.
 Not a timed test: no figure is checked against a target here."""
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.system
 
-# Every scenario of issue 12, by the metric the harness reports for it.
+# Every scenario of (docs/scale.md, "Targets"), by the metric the harness reports for it.
 AGENTSITE_METRICS = {
     "fresh.p50_ms",
     "fresh.p95_ms",

@@ -1,4 +1,4 @@
-"""The booking graph's side effects with real server processes (issue 13):
+"""The booking graph's side effects with real server processes (docs/graphs.md, "Effects"):
 a database effect lands exactly once whatever window the server dies in;
 an outside service sees one key for a request however often it is retried;
 a cancel stops a turn on whichever process runs it."""

@@ -53,10 +53,12 @@ def test_chat_page_streams_a_turn_in_headless_chromium(servers):
             page.set_default_timeout(30_000)
             problems: list[str] = []
             page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-            page.on(
-                "console",
-                lambda msg: msg.type == "error" and problems.append(f"console: {msg.text}"),
-            )
+
+            def on_console(msg) -> None:
+                if msg.type == "error":
+                    problems.append(f"console: {msg.text}")
+
+            page.on("console", on_console)
             requests = []
             page.on("request", lambda request: requests.append(request))
 

@@ -43,8 +43,16 @@ class Watch:
         self.problems: list[str] = []
         self.streams: list = []
         page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
-        page.on("console", lambda msg: msg.type == "error" and self.problems.append(f"console: {msg.text}"))
-        page.on("request", lambda r: r.url.endswith("/turns/stream") and self.streams.append(r))
+        page.on("console", self._console)
+        page.on("request", self._request)
+
+    def _console(self, msg) -> None:
+        if msg.type == "error":
+            self.problems.append(f"console: {msg.text}")
+
+    def _request(self, request) -> None:
+        if request.url.endswith("/turns/stream"):
+            self.streams.append(request)
 
     def script_errors(self) -> list[str]:
         # "Failed to load resource" lines are the expected 4xx answers (412, 409).
@@ -227,7 +235,12 @@ def test_regenerate_replaces_the_last_reply_and_refuses_a_changed_session(server
         try:
             page, watch = open_page(browser, server, key, "regen-1")
             rewinds = []
-            page.on("request", lambda r: r.url.endswith("/rewind") and rewinds.append(r.post_data_json))
+
+            def on_request(request) -> None:
+                if request.url.endswith("/rewind"):
+                    rewinds.append(request.post_data_json)
+
+            page.on("request", on_request)
             assistant = page.locator("#transcript .msg.assistant")
             regenerate = page.locator("#transcript button.regenerate")
 

@@ -1,6 +1,6 @@
 """The turn event log across real processes: one id sequence per turn for
 its whole life, live or replayed, from any process, after any restart
-(issue 11). Cross-process tests need PostgreSQL (SQLite serves from one
+(docs/storage.md, "Event log"). Cross-process tests need PostgreSQL (SQLite serves from one
 process by design); the restart and retention ones run on both."""
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import json
 import signal
 import threading
 import time
+from typing import Any
 
 import httpx
 import pytest
@@ -30,7 +31,7 @@ class Stream(threading.Thread):
     def __init__(self, url: str, key: str, session: str) -> None:
         super().__init__(daemon=True)
         self.url, self.key, self.session = url, key, session
-        self.events: list[tuple[str, dict | str]] = []
+        self.events: list[tuple[str, Any]] = []  # (event, its data as JSON decodes it)
         self.first_delta = threading.Event()
         self.error: BaseException | None = None
         self.start()
@@ -159,7 +160,7 @@ def test_a_turn_past_the_grace_period_ends_with_server_shutdown(servers):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_idle_stop_is_prompt_and_quiet(servers, kind, signum):
     """runserver here is `--noreload`: with the autoreloader the reloader
-    owns the signals (README)."""
+    owns the signals (docs/operations.md, "Graceful stop")."""
     server = servers(kind=kind)
     key = api_key_create(owner="alice")[1]
     answer = httpx.post(f"{server.url}/api/sessions/idle/turns", json={"text": "hello"}, headers=auth(key), timeout=30)

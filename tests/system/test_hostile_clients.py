@@ -84,7 +84,7 @@ def chunked_upload(server, path: str, total: int, chunk: int = MB) -> tuple[int,
 
 @pytest.mark.parametrize("kind", ["daphne", "runserver"])
 def test_oversized_uploads_keep_memory_bounded(servers, kind):
-    """Issue 9 item 1: 8 parallel 48 MB uploads without an API key to the SSE
+    """8 parallel 48 MB uploads without an API key to the SSE
     endpoint, the JSON API and the admin; a declared Content-Length over the
     limit is refused before the body is read. The server's RSS must not grow
     with the uploads."""
@@ -134,7 +134,7 @@ def test_oversized_uploads_keep_memory_bounded(servers, kind):
 
 
 def test_slow_clients_are_cut(servers):
-    """Issue 9 item 10: partial headers and trickling bodies are answered
+    """Partial headers and trickling bodies are answered
     408 and disconnected once the read deadline passes, however steadily
     they trickle; a normal request meanwhile is served."""
     server = servers(AGENT_REQUEST_READ_TIMEOUT_SECONDS="2")
@@ -198,7 +198,8 @@ def test_connections_per_process_are_bounded(servers):
 
 
 def test_huge_headers_are_431_and_status_lines_have_reasons(servers, alice):
-    """Issue 9 item 16."""
+    """Headers over the limit are answered 431 `headers_too_large`, and status
+    lines carry their reason phrases (docs/api.md, "Limits and hostile clients")."""
     server = servers()
     for headers in (
         b"X-Big: " + b"a" * 20_000 + b"\r\n",
@@ -239,7 +240,7 @@ def largest_form() -> list[dict]:
 
 
 async def test_heavy_turns_do_not_stall_the_server(servers, alice):
-    """Issue 9 item 2: turns on the largest form with a 16,000-character
+    """Turns on the largest form with a 16,000-character
     message, one after another, run while /api/health keeps answering in under
     100 ms (before: one such turn held the event loop for seconds)."""
     server = servers()

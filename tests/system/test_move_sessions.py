@@ -1,5 +1,5 @@
-"""Outgrowing SQLite (issue 10), as a user does it: a server on the embedded
-SQLite file holds 20 conversations mid-way (4 of them paused, waiting for a
+"""Outgrowing SQLite (docs/operations.md, "Moving from SQLite to PostgreSQL"),
+as a user does it: a server on the embedded SQLite file holds 20 conversations mid-way (4 of them paused, waiting for a
 booking's approval), the server stops, `manage.py move_sessions --to
 postgres://…` runs, a server starts on PostgreSQL, and every conversation
 goes on where it was: earlier fields and messages there, versions

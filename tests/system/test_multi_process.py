@@ -1,4 +1,4 @@
-"""Real server processes sharing one database (issue 5, scenarios 6–8).
+"""Real server processes sharing one database (docs/scale.md, "Beyond one machine").
 
 6. Two daphne processes on one PostgreSQL database, 20 concurrent clients on
    5 shared sessions: sessions stay serial across processes.
@@ -63,7 +63,7 @@ RETRYABLE = frozenset(
         "stale_turn",  # the turn lost its lease during an outage
         # Its process could not renew the lease while the database was away,
         # and another request took the session first: aborted, nothing
-        # committed, the same key runs it again (README's error table).
+        # committed, the same key runs it again (docs/api.md, "Errors").
         "lease_expired",
         "transport",  # connection refused/reset, read timeout
         "no_outcome",  # an SSE stream that ended without done/error

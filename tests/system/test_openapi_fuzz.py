@@ -1,4 +1,4 @@
-"""The OpenAPI schema against the running server (issue 9 item 19):
+"""The OpenAPI schema against the running server (docs/api.md, "Overview"):
 schemathesis, every check, its coverage, fuzzing and stateful phases, against
 a real daphne process on the test database — through the edge, the server
 guard and the SSE consumers, which an in-process ASGI run would partly skip.

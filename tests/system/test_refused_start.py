@@ -45,8 +45,13 @@ def start_refused(kind: str, url: str) -> tuple[subprocess.CompletedProcess, flo
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{kind} was still running after {PROMPT_SECONDS} s:\n{exc.stdout}\n{exc.stderr}")
+        pytest.fail(f"{kind} was still running after {PROMPT_SECONDS} s:\n{printed(exc.stdout)}\n{printed(exc.stderr)}")
     return result, time.monotonic() - started
+
+
+def printed(output: bytes | str | None) -> str:
+    """What a timed-out process had printed: bytes, even under text=True."""
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 def assert_refused(result: subprocess.CompletedProcess, reason: str) -> None:

@@ -1,4 +1,4 @@
-"""Tools whose side effects happen once (issue 13): a tool records an effect,
+"""Tools whose side effects happen once (docs/graphs.md, "Effects"): a tool records an effect,
 the turn's commit applies it in its transaction. Committed turn ⇒ its
 effects exactly once; aborted, fenced, cancelled or replayed ⇒ none."""
 

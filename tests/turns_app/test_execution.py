@@ -34,12 +34,14 @@ def session_row(key: str = "s1") -> AgentSession:
 
 
 async def start(text: str, key: str = "s1") -> execution.TurnRun:
-    return await execution.start_turn(
+    run = await execution.start_turn(
         owner="alice",
         key=key,
         request={"text": text, "client_mode": "chat", "need_form_update": True},
         idempotency_key=None,
     )
+    assert isinstance(run, execution.TurnRun)  # no Idempotency-Key: nothing to replay
+    return run
 
 
 # --- bug 1: a claim whose caller went away ---------------------------------------------

@@ -1,4 +1,4 @@
-"""DESIGN.md's failure windows, with the crash simulated in-process: the
+"""The failure windows (docs/invariants.md, "Failure windows"), with the crash simulated in-process: the
 protocol's steps are called one by one and the process "dies" between two of
 them (nothing after the crash point runs). Killing real server processes is
 tests/system's job."""

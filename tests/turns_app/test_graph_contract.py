@@ -1,4 +1,4 @@
-"""Bring your own graph (issue 13): any compiled graph with a `messages`
+"""Bring your own graph (docs/graphs.md, "Bring your own graph"): any compiled graph with a `messages`
 channel runs under the turn protocol, registered by dotted path; fields are
 for graphs that have them; streaming comes from any node; tools stream their
 calls and results."""

@@ -1,4 +1,4 @@
-"""What a turn costs the database (issue 12): the statements a claim sends,
+"""What a turn costs the database (docs/scale.md, "The hot path"): the statements a claim sends,
 what it waits for, and the reads a first turn does not need. The numbers
 `make bench` prints rest on these; here they are pinned, on both databases."""
 
@@ -225,7 +225,12 @@ async def test_a_graph_without_fields_never_parses_the_sessions_form(api, settin
     assert (await api.call("POST", "/sessions", {"key": "e1", "graph": "echo"})).status_code == 201
     parsed: list[object] = []
     real = form_spec.parse_form
-    monkeypatch.setattr(form_spec, "parse_form", lambda raw: parsed.append(raw) or real(raw))
+
+    def parse_form(raw):
+        parsed.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(form_spec, "parse_form", parse_form)
     assert (await api.chat("e1", "hello")).status_code == 200
     assert parsed == []
     # The intake graph has fields: its turns do parse the form.
@@ -253,7 +258,12 @@ def test_a_commit_sizes_only_the_messages_its_turn_added(monkeypatch):
 
     sized: list[object] = []
     real = history._size
-    monkeypatch.setattr(history, "_size", lambda m: sized.append(m) or real(m))
+
+    def size(message):
+        sized.append(message)
+        return real(message)
+
+    monkeypatch.setattr(history, "_size", size)
     cache = history.ConversationCache(max_bytes=10**7)
     session = uuid.uuid4()
     conversation: list[BaseMessage] = [HumanMessage(f"q{i}") if i % 2 == 0 else AIMessage(f"a{i}") for i in range(100)]
@@ -282,11 +292,15 @@ def test_a_batch_is_bound_statement_by_statement(monkeypatch):
 
     parsed_afresh: list[bytes] = []
     real = _queries._query2pg_client_nocache
-    monkeypatch.setattr(
-        _queries, "_query2pg_client_nocache", lambda query, *a: parsed_afresh.append(query) or real(query, *a)
-    )
+
+    def query2pg_client_nocache(query, *args):
+        parsed_afresh.append(query)
+        return real(query, *args)
+
+    monkeypatch.setattr(_queries, "_query2pg_client_nocache", query2pg_client_nocache)
     text = "100% sure: %s %(name)s 50%"
     claimed = turn_claim(owner="alice", key="percent", request={"text": text}, idempotency_key=None)
+    assert isinstance(claimed, Claim)
     turn_commit(turn_id=claimed.turn_id, outcome=make_outcome(claimed), pending=[], done_seq=2, claim=claimed)
     assert parsed_afresh == []
     assert AgentTurn.objects.get(pk=claimed.turn_id).request == {"text": text}

@@ -1,4 +1,5 @@
-"""Human in the loop and time travel (issue 14): durable interrupts and their
+"""Human in the loop and time travel (docs/graphs.md, "Interrupts";
+docs/api.md, "History, rewind and fork"): durable interrupts and their
 resume, history, rewind and fork — through the JSON API, the SSE stream and
 the admin."""
 

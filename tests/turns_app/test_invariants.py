@@ -1,4 +1,4 @@
-"""DESIGN.md's invariants 1-6, each against the real database through the API."""
+"""The invariants 1-6 (docs/invariants.md, "The invariants"), each against the real database through the API."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ async def test_commit_after_delete_is_stale(api, script):
     assert await orm(checkpoint_rows, session_id=row.id) == 0
 
 
-async def test_commit_after_lost_lease_is_stale(api, script, settings):
+async def test_commit_after_lost_lease_is_stale(api, script, settings, monkeypatch):
     """A turn whose lease ran out is fenced off by the next claim; its late
     commit is refused even though the model finished."""
     settings.AGENT_TURN_LEASE_SECONDS = 0.3
@@ -121,16 +121,16 @@ async def test_commit_after_lost_lease_is_stale(api, script, settings):
     async def frozen(self):
         await asyncio.sleep(3600)
 
-    execution.LeaseKeeper._keep = frozen
+    monkeypatch.setattr(execution.LeaseKeeper, "_keep", frozen)
     try:
         slow = asyncio.ensure_future(api.chat("s1", "ada@example.com"))
         await asyncio.to_thread(script.reply_started.wait, 5)
         await asyncio.sleep(0.4)  # the lease expires
-        execution.LeaseKeeper._keep = original
+        monkeypatch.setattr(execution.LeaseKeeper, "_keep", original)
         script.gate = None  # the next turn runs freely...
         fast = await api.chat("s1", "2031-01-02")
     finally:
-        execution.LeaseKeeper._keep = original
+        monkeypatch.setattr(execution.LeaseKeeper, "_keep", original)
         gate.set()  # ...and only then does the hung one finish
     assert fast.status_code == 200, fast.content
     late = await slow

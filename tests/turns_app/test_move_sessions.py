@@ -1,4 +1,5 @@
-"""`manage.py move_sessions --to postgres://…` (issue 10, "Outgrowing SQLite"):
+"""`manage.py move_sessions --to postgres://…` (docs/operations.md,
+"Moving from SQLite to PostgreSQL"):
 every row of every moved model arrives identical (ids, versions,
 timestamps), paused runs' checkpoint threads arrive with their pending
 writes, and conversations continue on the target under a real server —

@@ -1,6 +1,6 @@
 """A chat that finds its session busy starts as soon as the turn holding it
-ends — woken by that end, not by a polling timer (issue 12's same-session
-tail). The cap on each wait is raised far beyond what the tests allow, so
+ends — woken by that end, not by a polling timer (the same-session tail
+target of docs/scale.md, "Targets"). The cap on each wait is raised far beyond what the tests allow, so
 only a wake-up can make the waiter start in time."""
 
 from __future__ import annotations
@@ -56,12 +56,14 @@ def timed(monkeypatch, settings):
 
 
 async def start(text: str) -> execution.TurnRun:
-    return await execution.start_turn(
+    run = await execution.start_turn(
         owner="alice",
         key="s1",
         request={"text": text, "client_mode": "chat", "need_form_update": True},
         idempotency_key=None,
     )
+    assert isinstance(run, execution.TurnRun)  # no Idempotency-Key: nothing to replay
+    return run
 
 
 async def refused_once(times) -> None:

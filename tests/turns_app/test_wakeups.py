@@ -1,6 +1,7 @@
 """Followers of a turn's event log are woken by the write, once it commits:
 on PostgreSQL by the insert trigger on agent_turn_events (migration 0006:
-no pg_notify statement per write, issue 12), whoever inserts, for a turn
+no pg_notify statement per write, docs/scale.md, "NOTIFY only for followed
+turns"), whoever inserts, for a turn
 someone follows (migration 0008); on SQLite in-process."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tests.fixtures.turns import claim_turn, make_outcome
 from turns_app.maintenance import maintenance_run
 from turns_app.models import AgentTurnEvent, TurnFollower
 from turns_app.services import events_append, turn_abort, turn_claim, turn_commit
-from turns_app.types import TurnEvent
+from turns_app.types import Claim, TurnEvent
 from turns_app.wakeups import CHANNEL, follow, subscription
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -138,7 +139,7 @@ def _heard(conn: psycopg.Connection, seconds: float) -> list[str]:
 @pytest.mark.postgres_only
 async def test_on_postgresql_only_a_followed_turn_notifies(alice):
     """A NOTIFY serializes every notifying commit of the database, so a turn
-    no one waits on from another process notifies nobody (issue 12)."""
+    no one waits on from another process notifies nobody (docs/scale.md, "NOTIFY only for followed turns")."""
     claimed = await claim_turn("s1", "hello")
     listener = _listening()
     try:
@@ -200,6 +201,7 @@ def test_a_final_event_is_written_after_its_turns_row_is_updated(alice, end):
     """What `follow` relies on to close the gap between a writer's trigger
     and its commit: the writer of a final event holds the turn's row first."""
     claimed = turn_claim(owner="alice", key="s1", request={"text": "hello"}, idempotency_key=None)
+    assert isinstance(claimed, Claim)
     with CaptureQueriesContext(connection) as queries:
         if end == "commit in one statement":
             turn_commit(turn_id=claimed.turn_id, outcome=make_outcome(claimed), done_seq=2, claim=claimed)

@@ -1,1 +1,0 @@
-from tests.system.server import servers  # noqa: F401  (the fixture, for the SDK tests)
