@@ -241,13 +241,11 @@ def error_for(code: str | None, message: str | None = None) -> ApiError:
     for cls in _subclasses(ApiError):
         if str(cls.code) == code and cls.__dict__.get("code") is not None:
             return cls(message)
-    error = ApiError(message or "the turn failed")
-    error.code, error.status = code or ErrorCode.INTERNAL_ERROR, 409
-    return error
+    return ApiError.of(409, code or ErrorCode.INTERNAL_ERROR, message or "the turn failed")
 
 
-def _subclasses(cls: type) -> list[type]:
-    found = []
+def _subclasses(cls: type[ApiError]) -> list[type[ApiError]]:
+    found: list[type[ApiError]] = []
     for sub in cls.__subclasses__():
         found += [sub, *_subclasses(sub)]
     return found

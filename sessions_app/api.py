@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from ninja import Header, Query, Router, Status
 
 from core.asyncdb import db, retry_while_busy
 from core.errors import PreconditionRequired, ValidationFailed
 from sessions_app import selectors, services
+from sessions_app.auth import AuthedRequest
 from sessions_app.models import AgentSession
 from sessions_app.schemas import (
     FieldsPatchIn,
@@ -31,7 +32,7 @@ def etag(session: AgentSession) -> str:
 
 
 @router.post("", response={201: SessionOut})
-async def create_session(request: HttpRequest, payload: SessionCreateIn):
+async def create_session(request: AuthedRequest, payload: SessionCreateIn):
     session = await db(
         services.session_create,
         owner=request.auth.owner,
@@ -44,13 +45,13 @@ async def create_session(request: HttpRequest, payload: SessionCreateIn):
 
 
 @router.get("", response=SessionPage)
-async def list_sessions(request: HttpRequest, page: Query[PageIn]):
+async def list_sessions(request: AuthedRequest, page: Query[PageIn]):
     items, count = await db(selectors.session_page, owner=request.auth.owner, limit=page.limit, offset=page.offset)
     return {"items": items, "count": count, "limit": page.limit, "offset": page.offset}
 
 
 @router.get("/{key}", response=SessionOut)
-async def get_session(request: HttpRequest, key: str, response: HttpResponse):
+async def get_session(request: AuthedRequest, key: str, response: HttpResponse):
     session = await db(selectors.session_get, owner=request.auth.owner, key=key)
     response["ETag"] = etag(session)
     return session
@@ -73,7 +74,7 @@ def expected_version(if_match: str | None, body_version: int | None) -> int:
 
 @router.patch("/{key}/fields", response=FieldsPatchOut)
 async def set_fields(
-    request: HttpRequest,
+    request: AuthedRequest,
     key: str,
     payload: FieldsPatchIn,
     response: HttpResponse,
@@ -93,6 +94,6 @@ async def set_fields(
 
 
 @router.delete("/{key}", response={204: None})
-async def delete_session(request: HttpRequest, key: str):
+async def delete_session(request: AuthedRequest, key: str):
     await db(services.session_delete_for_owner, owner=request.auth.owner, key=key)
     return Status(204, None)

@@ -16,6 +16,13 @@ from sessions_app.models import ApiKey
 from sessions_app.services import api_key_authenticate, hash_api_key
 
 
+class AuthedRequest(HttpRequest):
+    """A request ApiKeyAuth let in: ninja sets `auth` to what the scheme
+    returned, the caller's API key. For annotations only."""
+
+    auth: ApiKey
+
+
 def bearer_token(headers: Mapping[str, str]) -> str:
     """The key from the Authorization header; `headers` is case-insensitive
     (Django's) or has lower-case names (an ASGI scope's, decoded)."""

@@ -6,7 +6,7 @@ kept, so a client cycling made-up keys cannot grow it.
 A key revoked in this process is dropped at once; revoked elsewhere (the
 admin, `manage.py revoke_api_key`, another server), it keeps working here
 for at most the cache's lifetime — the price of not asking the database on
-every request, documented in README."""
+every request, documented in (docs/operations.md, "API keys")."""
 
 from __future__ import annotations
 

@@ -107,6 +107,9 @@ class AgentSession(models.Model):
     # Not a column: True on the instance a transaction inserted (it has no
     # turns to look for yet).
     created_here = False
+    # Not a column: the database's clock, on a row read or written through
+    # core.rows (the lock's read, an insert's RETURNING); unset otherwise.
+    db_now: datetime
 
     def __str__(self) -> str:
         return f"{self.key} ({self.owner})"

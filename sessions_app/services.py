@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -193,6 +193,10 @@ def session_set_fields(*, owner: str, key: str, values: Any, expected_version: i
         return FieldsUpdate(session=session, changes=changes)
 
 
+@overload
+def session_delete(*, session_id: uuid.UUID, idle_before: None = None) -> AgentSession: ...
+@overload
+def session_delete(*, session_id: uuid.UUID, idle_before: datetime) -> AgentSession | None: ...
 def session_delete(*, session_id: uuid.UUID, idle_before: datetime | None = None) -> AgentSession | None:
     """Delete a session, keeping a tombstone: epoch + 1 (fences any running
     turn), version kept, the conversation's columns cleared. Receivers of
@@ -239,7 +243,7 @@ def tombstones_remove(*, days: float, limit: int) -> int:
             except SessionNotFound:
                 continue
             session = locked.session
-            if not session.is_deleted or session.deleted_at >= cutoff:
+            if session.deleted_at is None or session.deleted_at >= cutoff:
                 continue  # revived since it was picked
             session_deleting.send(sender=AgentSession, locked=locked)
             session.delete()

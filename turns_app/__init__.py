@@ -35,6 +35,7 @@ Read in this order, one module per step:
     wakeups.py        waking a turn's followers on any process (NOTIFY)
     history.py        a session's history as the chain of its turns
     api.py            the JSON edge (ninja): chat, turn log, transcript
+    schemas.py        the JSON edge's request and response bodies
     consumers.py      the SSE edge (Channels): chat stream and re-attach
     health.py         GET /api/health
     checkpoint_tables.py  LangGraph's tables as we use them: thread names,

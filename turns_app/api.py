@@ -13,6 +13,7 @@ from ninja import Header, Query, Router, Status
 
 from core.asyncdb import db
 from graphs.runtime.registry import describe
+from sessions_app.auth import AuthedRequest
 from sessions_app.schemas import PageIn, SessionOut
 from sessions_app.selectors import check_session_key
 from turns_app import selectors, services
@@ -42,7 +43,7 @@ graphs_router = Router(tags=["graphs"])
     summary="Chat: run one turn and answer after it committed",
 )
 async def chat(
-    request: HttpRequest,
+    request: AuthedRequest,
     key: str,
     payload: ChatIn,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
@@ -64,23 +65,23 @@ async def chat(
 
 
 @router.post("/{key}/turns/{turn_id}/cancel", response=CancelOut, summary="Cancel a running turn, on any process")
-async def cancel(request: HttpRequest, key: str, turn_id: UUID):
+async def cancel(request: AuthedRequest, key: str, turn_id: UUID):
     turn = await db(services.turn_cancel, owner=request.auth.owner, key=check_session_key(key), turn_id=turn_id)
     return {"turn_id": turn.id, "status": turn.status, "error": turn.error}
 
 
 @router.get("/{key}/turns", response=list[TurnOut])
-async def turn_log(request: HttpRequest, key: str):
+async def turn_log(request: AuthedRequest, key: str):
     return await db(selectors.turn_list, owner=request.auth.owner, key=key)
 
 
 @router.get("/{key}/messages", response=list[MessageOut], exclude_none=True)
-async def messages(request: HttpRequest, key: str):
+async def messages(request: AuthedRequest, key: str):
     return await db(selectors.transcript, owner=request.auth.owner, key=key)
 
 
 @router.get("/{key}/history", response=HistoryPage, summary="The session's committed states, newest first")
-async def history(request: HttpRequest, key: str, page: Query[PageIn]):
+async def history(request: AuthedRequest, key: str, page: Query[PageIn]):
     items, count = await db(
         selectors.history_page, owner=request.auth.owner, key=key, limit=page.limit, offset=page.offset
     )
@@ -88,12 +89,12 @@ async def history(request: HttpRequest, key: str, page: Query[PageIn]):
 
 
 @router.get("/{key}/history/{turn_id}", response=HistoryStateOut, summary="The state as of a committed turn")
-async def history_state(request: HttpRequest, key: str, turn_id: UUID):
+async def history_state(request: AuthedRequest, key: str, turn_id: UUID):
     return await db(selectors.history_state, owner=request.auth.owner, key=key, turn_id=turn_id)
 
 
 @router.post("/{key}/rewind", response=SessionOut, summary="Go back to just after a committed turn")
-async def rewind(request: HttpRequest, key: str, payload: RewindIn, response: HttpResponse):
+async def rewind(request: AuthedRequest, key: str, payload: RewindIn, response: HttpResponse):
     session = await db(
         services.session_rewind,
         owner=request.auth.owner,
@@ -106,7 +107,7 @@ async def rewind(request: HttpRequest, key: str, payload: RewindIn, response: Ht
 
 
 @router.post("/{key}/fork", response={201: SessionOut}, summary="A new session starting from a committed turn")
-async def fork(request: HttpRequest, key: str, payload: ForkIn):
+async def fork(request: AuthedRequest, key: str, payload: ForkIn):
     session = await db(
         services.session_fork,
         owner=request.auth.owner,

@@ -88,8 +88,8 @@ def install_tables(settings_dict: dict[str, Any]) -> None:
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
 
-        with psycopg.connect(postgres_conninfo(settings_dict), autocommit=True, row_factory=dict_row) as conn:
-            PostgresSaver(conn).setup()
+        with psycopg.connect(postgres_conninfo(settings_dict), autocommit=True, row_factory=dict_row) as pg:
+            PostgresSaver(pg).setup()
     else:
         from langgraph.checkpoint.sqlite import SqliteSaver
 

@@ -12,7 +12,7 @@ alone; once the stream started, a failure is an `error` event, never `done`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -56,7 +56,7 @@ async def client_gone(run: TurnRun) -> None:
 class Plan:
     """What to stream, decided before the response starts."""
 
-    events: AsyncIterator[TurnEvent]
+    events: AsyncGenerator[TurnEvent, None]
     headers: Headers = ()
     # The turn this request started: the client's disconnect concerns it.
     owned: TurnRun | None = None
@@ -72,7 +72,9 @@ class _TurnStream(SseConsumer):
             error = MethodNotAllowed(f"use {self.method}")
             return await self.send_error(error, headers=[(b"allow", self.method.encode())])
         try:
-            plan = await self.plan(body, self.request_headers(), self.scope["url_route"]["kwargs"])
+            # channels-stubs' HTTPScope lacks the url_route URLRouter adds.
+            route = self.scope["url_route"]["kwargs"]  # type: ignore[typeddict-item]
+            plan = await self.plan(body, self.request_headers(), route)
         except Exception as error:  # rendered by the front door, unexpected ones logged there
             return await self.send_error(error)
         if plan is None:

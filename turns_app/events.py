@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 from uuid import UUID
 
@@ -166,7 +166,7 @@ class EventLog:
     def ended(self) -> bool:
         return self.events[-1].event in TERMINAL_EVENTS
 
-    async def follow(self, after: int = 0) -> AsyncIterator[TurnEvent]:
+    async def follow(self, after: int = 0) -> AsyncGenerator[TurnEvent, None]:
         """Events with id > after: those already shown, then live ones, up to
         the final event, which a client that has not seen it always gets. A
         turn that ended without one (a bug in it) still ends with an `error`:
@@ -182,12 +182,12 @@ class EventLog:
                 if item.event in TERMINAL_EVENTS:
                     return
             while not closed:
-                item = await queue.get()
-                if item is None:
+                live = await queue.get()
+                if live is None:
                     break
-                if _wanted(item, after):
-                    yield item
-                if item.event in TERMINAL_EVENTS:
+                if _wanted(live, after):
+                    yield live
+                if live.event in TERMINAL_EVENTS:
                     return
         finally:
             if queue in self._followers:
@@ -207,7 +207,7 @@ def _wanted(item: TurnEvent, after: int) -> bool:
     return item.id > after or (item.event in TERMINAL_EVENTS and item.id != after)
 
 
-async def follow_stored(turn_id: UUID, after: int) -> AsyncIterator[TurnEvent]:
+async def follow_stored(turn_id: UUID, after: int) -> AsyncGenerator[TurnEvent, None]:
     """A turn's events from the table, past `after`, then as they are
     written (by any process), up to the final event. If the process running
     the turn died, the turn is aborted here once its lease has run out
@@ -239,7 +239,7 @@ async def follow_stored(turn_id: UUID, after: int) -> AsyncIterator[TurnEvent]:
                 await _expire_if_dead(turn_id)
 
 
-def replay_from(turn_id: UUID, after: int = 0) -> AsyncIterator[TurnEvent]:
+def replay_from(turn_id: UUID, after: int = 0) -> AsyncGenerator[TurnEvent, None]:
     """A turn's stream for a client, from wherever it is: this process's
     log if it runs here, else the table."""
     log = event_log(turn_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -61,7 +61,7 @@ def _is_timeout(exc: BaseException) -> bool:
 
 
 async def abort_claimed(
-    claim: Claim, error: ApiError, *, pending: list[TurnEvent] = (), seq: int | None = None
+    claim: Claim, error: ApiError, *, pending: Sequence[TurnEvent] = (), seq: int | None = None
 ) -> TurnEvent | None:
     """Abort a claimed turn whose run is over (or never started); returns its
     final event as stored, or None if that could not be done or read."""

@@ -23,11 +23,12 @@ import json
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.types import Command
+from langgraph.types import Command, StreamMode
 from pydantic import BaseModel
 
 from core.errors import StateLost
@@ -153,7 +154,7 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
     """`deltas` off: no `delta` events. LangGraph's `messages` stream mode
     is then left off (unless a protocol run asked for its message chunks),
     so the model answers in one piece, as `ainvoke` would have it: token
-    streaming cost a JSON turn a sixth of its CPU (issue 12)."""
+    streaming cost a JSON turn a sixth of its CPU (docs/scale.md, "CPU")."""
     saver = await run_checkpoints(str(claim.session_id))
     graph = graph_for(claim.graph, saver)
     shape = shape_of(graph)
@@ -166,18 +167,22 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
         idempotency_key=claim.idempotency_key,
     )
     thread_id = claim.thread_id
-    config = {"configurable": {"thread_id": thread_id}}
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    config: RunnableConfig = {"configurable": configurable}
     if claim.resume:
         # From the checkpoint the pause committed: a later run on the thread
-        # that failed to commit may have left newer ones.
-        config["configurable"]["checkpoint_id"] = claim.interrupt["checkpoint_id"]
-        paused = await saver.durable.aget_tuple({"configurable": {**config["configurable"], "checkpoint_ns": ""}})
+        # that failed to commit may have left newer ones. (A resume's claim
+        # carries the interrupt it answers: the claim refuses one without.)
+        configurable["checkpoint_id"] = cast(dict[str, Any], claim.interrupt)["checkpoint_id"]
+        paused = await saver.durable.aget_tuple({"configurable": {**configurable, "checkpoint_ns": ""}})
         if paused is None:
             raise StateLost()
     final: dict[str, Any] = {}
     interrupts: list[dict[str, Any]] = []
     streamed_any = False
     native = NativeParts(claim.stream_modes, emit)  # a protocol run's own stream modes
+    modes: list[StreamMode] = ["messages"] if deltas or native.wants_messages else []
+    modes += ["updates", "values", *native.extra_stream_modes]
     saver.begin(thread_id, fresh=not claim.resume)
     try:
         with effects.running(context):
@@ -185,34 +190,28 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
             async for part in graph.astream(
                 _input_for(claim, shape, prior),
                 config,
-                stream_mode=[
-                    *(["messages"] if deltas or native.wants_messages else []),
-                    "updates",
-                    "values",
-                    *native.extra_stream_modes,
-                ],
+                stream_mode=modes,
                 version="v2",
                 durability="exit",
             ):
-                kind, data = part["type"], part["data"]
                 if native.wanted:
                     await native.log(part)
-                if kind == "messages" and deltas:
-                    chunk, _meta = data
+                if part["type"] == "messages" and deltas:
+                    chunk, _meta = part["data"]
                     text = chunk.text if isinstance(chunk, (AIMessageChunk, AIMessage)) else ""
                     if text:
                         await emit("delta", {"text": text})
                         if not streamed_any:
                             streamed_any = True
                             faults.hit("mid_stream")
-                elif kind == "updates":
-                    for node, update in (data or {}).items():
+                elif part["type"] == "updates":
+                    for node, update in (part["data"] or {}).items():
                         if node == "__interrupt__":
                             interrupts += [{"id": i.id, "value": _shown(i.value)} for i in update]
                         elif isinstance(update, dict):
                             await _emit_update(update, shape, fields, emit)
-                elif kind == "values" and isinstance(data, dict):
-                    final = data
+                elif part["type"] == "values" and isinstance(part["data"], dict):
+                    final = part["data"]
         checkpoint_id = await saver.persist(thread_id) if interrupts else None
     finally:
         saver.discard(thread_id)

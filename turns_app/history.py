@@ -48,7 +48,8 @@ WITH RECURSIVE chain(id, parent_id, depth) AS (
 SELECT id FROM chain ORDER BY depth DESC
 """
 
-_UUID = UUIDField()
+# Converts ids to and from the database's form (a column of no model).
+_UUID: UUIDField[UUID | str, UUID] = UUIDField()
 ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 
 
@@ -85,8 +86,9 @@ def transcript(head_turn_id: UUID | None) -> list[dict[str, Any]]:
     out = []
     for turn_id, stored in chain_messages(head_turn_id):
         data = stored.get("data", {})
+        kind = stored.get("type")
         entry: dict[str, Any] = {
-            "role": ROLES.get(stored.get("type"), stored.get("type")),
+            "role": ROLES.get(kind, kind) if isinstance(kind, str) else kind,
             "content": _text(data.get("content")),
             "turn_id": str(turn_id),
         }

@@ -77,7 +77,7 @@ class Leadership:
     as it answers."""
 
     def __init__(self) -> None:
-        self.conn = None
+        self.conn: psycopg.AsyncConnection | None = None
 
     async def held(self) -> bool:
         if self.conn is not None:
@@ -97,7 +97,7 @@ class Leadership:
         except psycopg.Error:
             await conn.close()
             raise
-        if not row[0]:
+        if row is None or not row[0]:
             await conn.close()  # another process leads
             return False
         self.conn = conn

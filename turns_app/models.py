@@ -37,10 +37,13 @@ class AgentTurn(models.Model):
     parent_id = models.UUIDField(null=True, blank=True)
     graph = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    idempotency_key = models.CharField(max_length=128, null=True, blank=True)
+    # NULL, not '', is "none" on the text columns marked DJ001 below: the
+    # columns have always been so (a migration to change them buys nothing),
+    # and the live-key unique constraint counts set keys only.
+    idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001  (no Idempotency-Key)
     request_digest = models.CharField(max_length=64)
     request = models.JSONField()
-    result = models.TextField(null=True, blank=True)
+    result = models.TextField(null=True, blank=True)  # noqa: DJ001  (not committed)
     error = models.JSONField(null=True, blank=True)
     # -- the state after the turn, written by its commit --------------------------
     # The messages it added (langchain's message_to_dict), or, when the graph
@@ -49,13 +52,13 @@ class AgentTurn(models.Model):
     replaces_history = models.BooleanField(default=False)
     message_count = models.IntegerField(default=0)
     fields = models.JSONField(null=True, blank=True)
-    stage = models.CharField(max_length=64, null=True, blank=True)
+    stage = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001  (the graph keeps no stage)
     # The graph's other state channels, carried into the next turn.
     values = models.JSONField(default=dict, blank=True)
     version = models.BigIntegerField(null=True, blank=True)
     interrupts = models.JSONField(null=True, blank=True)
     effects = models.JSONField(null=True, blank=True)
-    checkpoint_id = models.CharField(max_length=255, null=True, blank=True)
+    checkpoint_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001  (no pause to resume)
     # Set by a rewind to an earlier turn: its state is no longer on the way
     # to the session's head.
     superseded_at = models.DateTimeField(null=True, blank=True)

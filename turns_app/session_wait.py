@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 from uuid import UUID
 
 from django.conf import settings
@@ -128,7 +128,8 @@ class _Turnstile:
     """One process's queue of claims for one session, entered from a claim's
     first try and left once it went through or gave up."""
 
-    _open: dict[tuple[Any, ...], _Turnstile] = {}
+    # The process's open turnstiles, by session: shared by the class on purpose.
+    _open: ClassVar[dict[tuple[Any, ...], _Turnstile]] = {}
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()

@@ -47,6 +47,10 @@ class Drained:
     stopped: int  # aborted with server_shutdown
 
 
+def tasks_of(runs: Sequence[RunningTurn]) -> set[asyncio.Task[str]]:
+    return {run.task for run in runs if run.task is not None}
+
+
 async def drain(running: Callable[[], Sequence[RunningTurn]], grace_seconds: float) -> Drained:
     """Wait up to `grace_seconds` for the turns `running()` lists (a claim
     that was under way when the stop began may still add one), then stop
@@ -61,10 +65,10 @@ async def drain(running: Callable[[], Sequence[RunningTurn]], grace_seconds: flo
         left = deadline - loop.time()
         if not runs or left <= 0:
             break
-        await asyncio.wait({run.task for run in runs}, timeout=min(left, POLL_SECONDS))
+        await asyncio.wait(tasks_of(runs), timeout=min(left, POLL_SECONDS))
     for run in runs:
         logger.warning("turn %s: still running after %g s; aborting it (server_shutdown)", run.turn_id, grace_seconds)
         run.stop(ServerShutdown())
     if runs:
-        await asyncio.wait({run.task for run in runs}, timeout=STOP_SECONDS)
+        await asyncio.wait(tasks_of(runs), timeout=STOP_SECONDS)
     return Drained(finished=len(seen) - len(runs), stopped=len(runs))

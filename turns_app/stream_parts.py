@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langgraph.types import StreamMode, StreamPart
+
 from turns_app.native_json import dumps
 from turns_app.types import EVENT_OF_MODE, NATIVE_EVENTS
 
@@ -40,23 +42,24 @@ class NativeParts:
         return "messages" in self.events
 
     @property
-    def extra_stream_modes(self) -> list[str]:
+    def extra_stream_modes(self) -> list[StreamMode]:
         """LangGraph stream modes the graph step does not ask for itself."""
         return ["custom"] if "custom" in self.events else []
 
-    async def log(self, part: dict[str, Any]) -> None:
-        kind, data = part["type"], part["data"]
+    async def log(self, part: StreamPart) -> None:
+        kind = part["type"]
+        data: Any = part["data"]
         # The graph step runs the root graph only (no subgraphs=True): every
         # part is the root's, so no `mode|namespace` event names.
         event = "messages" if kind == "messages" else kind
         if event not in self.events:
             return
-        if kind == "messages":
+        if part["type"] == "messages":
             chunk, metadata = data
             data = [chunk, {k: v for k, v in (metadata or {}).items() if not str(k).startswith("__")}]
-        elif kind == "updates" and isinstance(data, dict) and "__interrupt__" in data:
+        elif part["type"] == "updates" and isinstance(data, dict) and "__interrupt__" in data:
             data = {**data, "__interrupt__": list(data["__interrupt__"])}
-        elif kind == "values" and part.get("interrupts") and isinstance(data, dict):
+        elif part["type"] == "values" and part.get("interrupts") and isinstance(data, dict):
             # v2 parts carry interrupts beside the state; LangGraph's server
             # (and useStream, which reads them) has them in the values.
             data = {**data, "__interrupt__": list(part["interrupts"])}

@@ -14,13 +14,19 @@ headers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.exception import convert_exception_to_response
+from django.http import HttpRequest, HttpResponseBase
 from django.middleware.security import SecurityMiddleware
 from django.urls import set_script_prefix
+
+AsyncView = Callable[[HttpRequest], Awaitable[HttpResponseBase]]
 
 
 class InlineSecurityMiddleware(SecurityMiddleware):
@@ -29,11 +35,15 @@ class InlineSecurityMiddleware(SecurityMiddleware):
     sync_capable = False
     async_capable = True
 
-    async def __acall__(self, request):
-        response = self.process_request(request)
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        response: HttpResponseBase | None = self.process_request(request)
         if response is None:
-            response = await self.get_response(request)
-        return self.process_response(request, response)
+            # Async only (sync_capable is off): Django hands it a coroutine
+            # function, whatever django-stubs' union says.
+            response = await cast(Awaitable[HttpResponseBase], self.get_response(request))
+        # django-stubs want an HttpResponse; Django sets the headers of any
+        # response, streaming ones (SSE) included.
+        return self.process_response(request, response)  # type: ignore[arg-type]
 
 
 API_MIDDLEWARE = (InlineSecurityMiddleware,)
@@ -68,7 +78,8 @@ class ApiHandler(ASGIHandler):
         set_script_prefix(get_script_prefix(scope))
         signals.request_started.send(sender=self.__class__, scope=scope)
         request, error_response = self.create_request(scope, body_file)
-        if request is None:
+        # One or the other: a request, or the response refusing it.
+        if error_response is not None:
             body_file.close()
             await self.send_response(error_response, send)
             error_response.close()
@@ -76,10 +87,8 @@ class ApiHandler(ASGIHandler):
 
         async def process_request(request, send):
             response = await self.run_get_response(request)
-            try:
+            with contextlib.suppress(asyncio.CancelledError):  # the client went away during the send
                 await self.send_response(response, send)
-            except asyncio.CancelledError:
-                pass  # the client went away during the send
             return response
 
         # As Django: a disconnect while the view runs cancels it.
@@ -99,10 +108,8 @@ class ApiHandler(ASGIHandler):
                     raise
             else:
                 task.cancel()
-                try:
+                with contextlib.suppress(asyncio.CancelledError):
                     await task
-                except asyncio.CancelledError:
-                    pass
         try:
             response = tasks[1].result()
         except asyncio.CancelledError:
@@ -113,10 +120,14 @@ class ApiHandler(ASGIHandler):
 
     def load_middleware(self, is_async: bool = False) -> None:
         assert is_async, "ApiHandler serves ASGI only"
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        handler = convert_exception_to_response(self._get_response_async)
+        self._view_middleware: list[Callable[..., Any]] = []
+        self._template_response_middleware: list[Callable[..., Any]] = []
+        self._exception_middleware: list[Callable[..., Any]] = []
+        # django-stubs leave out BaseHandler's private _get_response_async.
+        view = self._get_response_async  # type: ignore[attr-defined]
+        # convert_exception_to_response keeps a coroutine function one: every
+        # step of this chain is async.
+        handler = cast(AsyncView, convert_exception_to_response(view))
         for middleware in reversed(API_MIDDLEWARE):
-            handler = convert_exception_to_response(middleware(handler))
+            handler = cast(AsyncView, convert_exception_to_response(middleware(handler)))
         self._middleware_chain = handler

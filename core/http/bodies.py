@@ -95,11 +95,17 @@ def validation_failed(errors: list[dict[str, Any]]) -> ValidationFailed:
     return ValidationFailed(f"{where}: {first['message']}", details=details)
 
 
+class _Body(Schema):
+    """A body wrapped as ninja wraps a body parameter: in `payload`."""
+
+    payload: Any
+
+
 @functools.cache
-def _wrapper(schema: type[S]) -> type[Schema]:
+def _wrapper(schema: type[S]) -> type[_Body]:
     # ninja validates a body parameter as a field of a wrapper model; doing
     # the same gives the same messages (e.g. for a body that is not an object).
-    return type(f"{schema.__name__}Body", (Schema,), {"__annotations__": {"payload": schema}})
+    return type(f"{schema.__name__}Body", (_Body,), {"__annotations__": {"payload": schema}})
 
 
 def validate_body(schema: type[S], body: bytes) -> S:

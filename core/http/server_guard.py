@@ -29,12 +29,18 @@ import io
 import logging
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import TYPE_CHECKING
 
 from daphne import http_protocol, server
+from twisted.internet.protocol import connectionDone
+from twisted.python.failure import Failure
 from twisted.web import http
 
 from core.errors import ApiError
 from core.http import errors
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +80,8 @@ def raw_error(status: int, code: str, message: str) -> bytes:
 
 
 class _Discard(io.BytesIO):
-    def write(self, data: bytes) -> int:  # a refused body is never stored
-        return len(data)
+    def write(self, data: Buffer, /) -> int:  # a refused body is never stored
+        return memoryview(data).nbytes
 
 
 class GuardedRequest(http_protocol.WebRequest):
@@ -149,7 +155,7 @@ class GuardedChannel(http.HTTPChannel):
         if self.transport is not None and not self.transport.disconnecting:
             self._arm()
 
-    def connectionLost(self, reason) -> None:
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
         self._disarm()
         factory = self.factory
         if isinstance(factory, GuardedFactory):
@@ -162,12 +168,20 @@ class GuardedChannel(http.HTTPChannel):
             return
         self._refused = True
         self._disarm()
-        self.transport.write(response)
+        self._write(response)
         # Stops reading at once; the client's remaining bytes go nowhere.
         self.loseConnection()
 
     def _too_large_headers(self) -> None:
         self.refuse(raw_error(431, "headers_too_large", f"request headers are limited to {MAX_HEADER_BYTES} bytes"))
+
+    def _write(self, data: bytes) -> None:
+        """Straight to the socket. Called only while connected (bytes are
+        coming in, or the read deadline fired, which connectionLost disarms)."""
+        assert self.transport is not None
+        # zope.interface declares methods without `self`: mypy, without the
+        # mypy-zope plugin, takes `data` for it.
+        self.transport.write(data)  # type: ignore[call-arg, misc]
 
     def _arm(self) -> None:
         self._disarm()
@@ -188,7 +202,7 @@ class GuardedChannel(http.HTTPChannel):
         # (nothing sent yet, or kept alive after a response) is just closed,
         # as clients expect of an idle keep-alive.
         if self.requests:
-            self.transport.write(
+            self._write(
                 raw_error(
                     408,
                     "request_timeout",

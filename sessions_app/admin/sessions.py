@@ -20,6 +20,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
+from django.contrib.admin.utils import flatten_fieldsets
 from django.http import HttpResponseRedirect
 from django.template.defaultfilters import filesizeformat, linebreaksbr, pluralize
 from django.urls import reverse
@@ -105,7 +106,7 @@ class AgentSessionAdmin(SetFieldsAdmin):
         ("Metadata", {"classes": ("collapse",), "fields": ("metadata_json",)}),
     )
     # Everything shown is read-only: the fieldsets are the whole list.
-    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
+    readonly_fields = tuple(flatten_fieldsets(fieldsets))
 
     # -- permissions: read-only, deletable through the service ---------------------------
 
@@ -295,7 +296,8 @@ class AgentSessionAdmin(SetFieldsAdmin):
     def delete_view(self, request, object_id, extra_context=None):
         # Django wraps the delete view in a transaction; `session_delete` runs
         # its own durable one (purge + tombstone), which must not be nested.
-        return self._delete_view(request, object_id, extra_context)
+        # (_delete_view: the view without the transaction; django-stubs leave it out.)
+        return self._delete_view(request, object_id, extra_context)  # type: ignore[attr-defined]
 
     def delete_model(self, request, obj: AgentSession) -> None:
         session_delete(session_id=obj.pk)

@@ -52,7 +52,8 @@ class SetFieldsAdmin(admin.ModelAdmin):
     def set_fields_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         session = self.get_object(request, unquote(object_id))
         if session is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            # Django's own answer to a missing object (a private ModelAdmin method django-stubs leave out).
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
         if not self.has_set_fields_permission(request):
             raise PermissionDenied
         change_url = reverse("admin:sessions_app_agentsession_change", args=[session.pk])

@@ -1,7 +1,8 @@
 """agent_owner_sessions: each owner's live sessions, counted by triggers on
 agent_sessions, so the quota check reads one row instead of counting the
-owner's sessions on every new one (issue 12: that count grew with the
-owner's sessions, a few milliseconds per new session at a few thousand).
+owner's sessions on every new one (docs/storage.md, "agent_owner_sessions":
+that count grew with the owner's sessions, a few milliseconds per new
+session at a few thousand).
 
 PostgreSQL: deferred constraint triggers, so the owner's row is updated at
 COMMIT and locked only for the commit itself: concurrent first turns of one

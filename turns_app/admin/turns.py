@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.utils import flatten_fieldsets
 from django.forms.models import BaseInlineFormSet
 from django.urls import reverse
 from django.utils.html import format_html
@@ -146,7 +147,7 @@ class AgentTurnAdmin(_ReadOnly, admin.ModelAdmin):
         ("Error", {"fields": ("error_json",)}),
     )
     # Everything shown is read-only: the fieldsets are the whole list.
-    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
+    readonly_fields = tuple(flatten_fieldsets(fieldsets))
 
     def get_changelist(self, request, **kwargs):
         # The list joins each turn's session for its key and owner: only those.

@@ -1,6 +1,7 @@
 """PostgreSQL: every insert into agent_turn_events notifies the turn ids it
 wrote, from a statement-level trigger. The writer no longer sends a
-`pg_notify` statement of its own (a round trip per event write, issue 12),
+`pg_notify` statement of its own (a round trip per event write, docs/scale.md,
+"NOTIFY only for followed turns"),
 and no writer can forget to. SQLite wakes its followers in-process
 (turns_app.wakeups)."""
 

@@ -2,7 +2,8 @@
 notifies nobody. No one can follow a turn before its claim committed — a
 follower learns the id from that claim — so the notification only woke
 every serving process's listener for nothing, and every NOTIFY serializes
-its transaction's commit on PostgreSQL's notification queue (issue 12)."""
+its transaction's commit on PostgreSQL's notification queue
+(docs/scale.md, "NOTIFY only for followed turns")."""
 
 from django.db import migrations
 

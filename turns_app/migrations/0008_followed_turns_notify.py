@@ -2,7 +2,8 @@
 from another process (a row of agent_turn_followers, turns_app.wakeups).
 Every NOTIFY takes one lock for the whole database at commit and holds it
 through the commit's WAL flush: with every commit notifying, the turns of
-all processes committed one at a time (issue 12)."""
+all processes committed one at a time
+(docs/scale.md, "NOTIFY only for followed turns")."""
 
 from django.db import migrations, models
 

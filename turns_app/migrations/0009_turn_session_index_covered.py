@@ -1,6 +1,6 @@
 """agent_turns keeps no index on session_id alone: its unique (session_id,
 epoch, number) and (session_id, created_at DESC) both lead with it, and the
-third copy cost every turn's insert (issue 12). Only the index goes:
+third copy cost every turn's insert (docs/storage.md, "agent_turns"). Only the index goes:
 altering the field itself would make Django rebuild the table on SQLite and
 re-validate the foreign key on PostgreSQL, a long lock on a big table."""
 

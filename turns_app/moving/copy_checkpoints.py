@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver
 
 from core.database import postgres_conninfo
@@ -48,7 +49,7 @@ def _thread_ids(batch_size: int) -> Iterator[str]:
         last = page[-1]
 
 
-def _pending_writes(saver: BaseCheckpointSaver, config: dict[str, Any]) -> list[tuple[str, str, str, Any]]:
+def _pending_writes(saver: BaseCheckpointSaver, config: RunnableConfig) -> list[tuple[str, str, str, Any]]:
     """(task_id, task_path, channel, value) of a checkpoint, in the order
     LangGraph applies them."""
     conn = connections[DEFAULT_DB_ALIAS]
@@ -62,7 +63,7 @@ def _pending_writes(saver: BaseCheckpointSaver, config: dict[str, Any]) -> list[
     ]
 
 
-def _put_writes(target: BaseCheckpointSaver, config: dict[str, Any], writes: list[tuple[str, str, str, Any]]) -> None:
+def _put_writes(target: BaseCheckpointSaver, config: RunnableConfig, writes: list[tuple[str, str, str, Any]]) -> None:
     """As the run stored them: a task's special writes (interrupt, resume,
     error) each take their fixed index; its other writes go in one call, so
     they get 0, 1, … in their order."""

@@ -73,7 +73,9 @@ def copy_model(model: type[models.Model], target: str, *, batch_size: int, strip
             _check_nul(obj, fields, strip_nul)
         step = max(ops.bulk_batch_size(fields, batch), 1)
         for start in range(0, len(batch), step):
-            target_rows._insert(batch[start : start + step], fields=fields, using=target, raw=True)
+            # QuerySet._insert: the rows as they are (raw, no save() or
+            # auto_now); a private method django-stubs leave out.
+            target_rows._insert(batch[start : start + step], fields=fields, using=target, raw=True)  # type: ignore[attr-defined]
         copied += len(batch)
         last = batch[-1].pk
         forget_queries(target)

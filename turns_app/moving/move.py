@@ -74,7 +74,8 @@ def move_sessions(
                 reset_sequences(target)
                 commit_checkpoints = copy_checkpoints(target, report, replace=replace, strip_nul=strip_nul)
                 say(
-                    f"checkpoints: {report.threads} thread(s), {report.checkpoints} checkpoint(s), {report.writes} write(s)"
+                    f"checkpoints: {report.threads} thread(s), {report.checkpoints} checkpoint(s), "
+                    f"{report.writes} write(s)"
                 )
                 # Checkpoints first: if the business commit then failed, the
                 # target would hold threads no session reads (the sweep drops

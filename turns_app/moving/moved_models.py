@@ -43,8 +43,9 @@ def moved_models() -> list[type[models.Model]]:
         if model in ordered or model in path:
             return
         for f in model._meta.concrete_fields:
-            if f.is_relation and f.related_model in found and f.related_model is not model:
-                visit(f.related_model, (*path, model))
+            target = f.related_model
+            if f.is_relation and isinstance(target, type) and target in found and target is not model:
+                visit(target, (*path, model))
         ordered.append(model)
 
     for model in found:

@@ -25,8 +25,7 @@ def source_not_served() -> Iterator[None]:
         yield
         return
     path = sqlite_lock_path(settings_dict["NAME"])
-    handle = open(path, "a+")
-    try:
+    with open(path, "a+") as handle:  # closing it lets go of the lock
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -41,8 +40,6 @@ def source_not_served() -> Iterator[None]:
         handle.write(str(os.getpid()))
         handle.flush()
         yield
-    finally:
-        handle.close()  # and the lock with it
 
 
 def source_saver() -> tuple[BaseCheckpointSaver, Callable[[], None]]:
@@ -52,10 +49,10 @@ def source_saver() -> tuple[BaseCheckpointSaver, Callable[[], None]]:
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
 
-        conn = psycopg.connect(
+        pg = psycopg.connect(
             postgres_conninfo(settings_dict), autocommit=True, row_factory=dict_row, prepare_threshold=None
         )
-        return PostgresSaver(conn), conn.close
+        return PostgresSaver(pg), pg.close
     import sqlite3
 
     from langgraph.checkpoint.sqlite import SqliteSaver

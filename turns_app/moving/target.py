@@ -3,6 +3,7 @@ a connection alias of its own for the move, and what it already holds."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,7 +35,8 @@ def target_settings(url: str) -> dict[str, Any]:
     if scheme not in POSTGRES_SCHEMES:
         raise MoveRefused(f"--to must be a PostgreSQL URL ({URL_FORM}), got {masked(url)!r}")
     try:
-        config = dj_database_url.parse(url, conn_max_age=0)
+        # A plain dict, as Django's DATABASES entries are (not the parser's TypedDict).
+        config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=0))
     except ValueError as exc:
         raise MoveRefused(f"--to {masked(url)!r} is not a database URL ({exc}): use {URL_FORM}") from None
     if not config.get("NAME"):
@@ -64,7 +66,7 @@ def target_connection(config: dict[str, Any]) -> Iterator[str]:
         try:
             connections[TARGET_ALIAS].close()
         finally:
-            if hasattr(connections._connections, TARGET_ALIAS):
+            with contextlib.suppress(AttributeError):  # no connection was opened in this thread
                 del connections[TARGET_ALIAS]
             del connections.settings[TARGET_ALIAS]
 

@@ -7,7 +7,7 @@ turn, one statement that creates the session and its turn together
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import connection, transaction
 
@@ -44,7 +44,9 @@ if TYPE_CHECKING:
     from sessions_app.selectors import AgentSession
 
 TURNS = AgentTurn._meta.db_table
-SESSIONS = AgentTurn._meta.get_field("session").related_model._meta.db_table
+# The table a turn's session key points at: AgentSession's (sessions_app's
+# model, which this app does not import).
+SESSIONS = AgentTurn._meta.get_field("session").target_field.model._meta.db_table
 
 # The head turn's carried channel values and the epoch's last turn number,
 # in one statement, read after the lock (sessions_app.locking says why).
@@ -117,7 +119,8 @@ def turn_claim(
                     if previous.request_digest != digest:
                         raise IdempotencyConflict()
                     if previous.status in FINISHED:
-                        return Replay(turn_id=previous.id, body=previous.result)
+                        # A finished turn's commit wrote its body.
+                        return Replay(turn_id=previous.id, body=cast(str, previous.result))
                     raise TurnInProgress()
             if session.has_live_turn(locked.now):
                 raise SessionBusy(holder=session.active_turn_id)

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SESSIONS = AgentTurn._meta.get_field("session").related_model._meta.db_table
+# The table a turn's session key points at: AgentSession's (sessions_app's
+# model, which this app does not import).
+SESSIONS = AgentTurn._meta.get_field("session").target_field.model._meta.db_table
 
 # What a commit writes: the session's columns (and turn_count + 1), the turn's.
 COMMIT_SESSION_FIELDS = (
@@ -124,7 +126,7 @@ def turn_commit(
             if stale is not None:
                 abort_locked(locked, turn, code="stale_turn", message=stale, pending=list(pending), seq=done_seq)
             else:
-                resolved_thread = _commit_locked(locked, turn, outcome, list(pending), done_seq)
+                committed, resolved_thread = _commit_locked(locked, turn, outcome, list(pending), done_seq)
     if stale is not None:
         raise StaleTurn(stale)
     if resolved_thread is not None:
@@ -136,7 +138,7 @@ def turn_commit(
         except Exception:
             logger.exception("could not drop the checkpoints of %s; the sweep will", resolved_thread)
     faults.hit("after_commit")
-    return turn.result
+    return committed
 
 
 def _lock_for_commit(claim: Claim) -> tuple[AgentTurn, LockedSession] | None:
@@ -186,9 +188,10 @@ def _stale_reason(turn: AgentTurn, locked: LockedSession) -> str | None:
     return None
 
 
-def _settle(turn: AgentTurn, session: AgentSession, outcome: Outcome, applied: list[dict[str, Any]]) -> None:
+def _settle(turn: AgentTurn, session: AgentSession, outcome: Outcome, applied: list[dict[str, Any]]) -> str:
     """The session and the turn as the commit leaves them, in memory (all
-    but `turn_count` and `finished_at`, which the callers set)."""
+    but `turn_count` and `finished_at`, which the callers set). Returns the
+    turn's stored body (`turn.result`)."""
     turn.status = AgentTurn.Status.INTERRUPTED if outcome.interrupts else AgentTurn.Status.COMMITTED
     session.fields = outcome.fields
     session.stage = outcome.stage
@@ -216,24 +219,26 @@ def _settle(turn: AgentTurn, session: AgentSession, outcome: Outcome, applied: l
     turn.interrupts = outcome.interrupts or None
     turn.effects = applied or None
     turn.checkpoint_id = outcome.checkpoint_id
-    turn.result = render_result(turn, session, outcome, applied)
+    turn.result = body = render_result(turn, session, outcome, applied)
+    return body
 
 
 def _commit_locked(
     locked: LockedSession, turn: AgentTurn, outcome: Outcome, pending: list[TurnEvent], done_seq: int | None
-) -> str | None:
+) -> tuple[str, str | None]:
     """The turn fenced in (`_stale_reason` found nothing). Returns the
-    checkpoint thread of a pause this turn resolved, if any."""
+    stored body and the checkpoint thread of a pause this turn resolved, if
+    any."""
     session = locked.session
     context = effects.TurnContext(
         session_id=session.id, epoch=turn.epoch, turn_id=turn.id, idempotency_key=turn.idempotency_key
     )
     applied = effects.apply_all(outcome.effects, context)
     answered = session.interrupt if "resume" in turn.request else None
-    _settle(turn, session, outcome, applied)
+    body = _settle(turn, session, outcome, applied)
     session.turn_count += 1
     turn.finished_at = locked.now
-    done = final_event(locked, turn, "done", turn.result, pending, done_seq)
+    done = final_event(locked, turn, "done", body, pending, done_seq)
     rows.execute(
         [
             rows.update_statement(session, [*COMMIT_SESSION_FIELDS, "turn_count"]),
@@ -242,8 +247,8 @@ def _commit_locked(
         ]
     )
     if answered is not None and session.interrupt is None:
-        return answered["thread_id"]
-    return None
+        return body, answered["thread_id"]
+    return body, None
 
 
 def _commit_fenced(claim: Claim, outcome: Outcome, pending: list[TurnEvent], done_seq: int) -> str | None:
@@ -265,7 +270,7 @@ def _commit_fenced(claim: Claim, outcome: Outcome, pending: list[TurnEvent], don
         request=claim.request,
     )
     turn._state.adding = False  # an existing row: updated, not inserted
-    _settle(turn, session, outcome, [])
+    body = _settle(turn, session, outcome, [])
     now = rows.clock()
     uuid_field = AgentTurn._meta.pk
     still_held = (
@@ -280,7 +285,7 @@ def _commit_fenced(claim: Claim, outcome: Outcome, pending: list[TurnEvent], don
             session.version,
         ],
     )
-    done = TurnEvent(done_seq, "done", turn.result)
+    done = TurnEvent(done_seq, "done", body)
     events = event_rows(turn.id, [*pending, done])
     returned = rows.first_row_in_own_transaction(
         [
@@ -299,4 +304,4 @@ def _commit_fenced(claim: Claim, outcome: Outcome, pending: list[TurnEvent], don
     if returned is None:
         return None
     wake_followers(turn.id)
-    return turn.result
+    return body
