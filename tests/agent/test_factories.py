@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.runnables import RunnableConfig
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import StreamMode
 
 from graphs.intake.form_spec import DEFAULT_FORM, form_to_json
 from graphs.intake.offline import OfflineChatModel, respond
@@ -173,7 +174,8 @@ async def test_openai_provider_runs_the_graph_against_openai_base_url(fake_opena
     assert isinstance(model, ChatOpenAI)
     assert str(model.root_async_client.base_url).startswith(f"http://127.0.0.1:{fake_openai.server_port}/v1")
     graph = build_graph("intake", checkpointer=InMemorySaver())
-    state: dict[str, Any] = {
+    # The graph is typed by its own state schema; this test hands it a plain dict.
+    state: Any = {
         "messages": [HumanMessage("Ada Lovelace")],
         "form": form_to_json(DEFAULT_FORM),
         "fields": {},
@@ -185,7 +187,8 @@ async def test_openai_provider_runs_the_graph_against_openai_base_url(fake_opena
     config: RunnableConfig = {"configurable": {"thread_id": str(uuid.uuid4())}}
     FakeOpenAIHandler.streamed.clear()
     chunks = []
-    async for part in graph.astream(state, config, stream_mode=["messages", "updates"], version="v2"):
+    modes: list[StreamMode] = ["messages", "updates"]
+    async for part in graph.astream(state, config, stream_mode=modes, version="v2"):
         if part["type"] == "messages":
             chunks.append(part["data"])
     values = (await graph.aget_state(config)).values
