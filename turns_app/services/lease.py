@@ -35,17 +35,23 @@ def _holds(turn: AgentTurn, locked: LockedSession) -> bool:
     return turn.status == AgentTurn.Status.PENDING and locked.session.active_turn_id == turn.id
 
 
+def _locked_if_holding(turn_id: UUID) -> LockedSession | None:
+    """The turn's session, locked, if the turn still holds it; else None."""
+    found = lock_for_turn(turn_id)
+    if found is None:
+        return None
+    turn, locked = found
+    return locked if _holds(turn, locked) else None
+
+
 def turn_renew_lease(*, turn_id: UUID) -> bool:
     """Extends the lease while the turn still holds the session; False means
     it lost it (fenced off by a delete, a set-fields, a cancel or an expiry)."""
     with transaction.atomic(durable=True):
-        found = lock_for_turn(turn_id)
-        if found is None:
+        locked = _locked_if_holding(turn_id)
+        if locked is None:
             return False
-        turn, locked = found
-        if not _holds(turn, locked):
-            return False
-        locked.hold(turn.id)
+        locked.hold(turn_id)
         return True
 
 
@@ -68,10 +74,5 @@ def turn_expire_if_dead(*, turn_id: UUID) -> bool:
     """Abort this turn if its lease ran out (a follower's check that the
     process running it is still alive). True if it aborted it."""
     with transaction.atomic(durable=True):
-        found = lock_for_turn(turn_id)
-        if found is None:
-            return False
-        turn, locked = found
-        if not _holds(turn, locked):
-            return False
-        return expire_dead_turn(locked)
+        locked = _locked_if_holding(turn_id)
+        return locked is not None and expire_dead_turn(locked)
