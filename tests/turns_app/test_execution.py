@@ -131,29 +131,38 @@ async def test_renewals_failing_until_the_lease_runs_out_stop_the_turn(alice, sc
     assert run.log.events[-1].event == "error"
 
 
-@pytest.mark.parametrize("lease", [30, 0.06], ids=["ends-before-a-renewal", "renews"])
-async def test_the_keeper_leaves_nothing_running_when_the_turn_ends(alice, script, monkeypatch, settings, lease):
+@pytest.mark.parametrize("renews", [False, True], ids=["ends-before-a-renewal", "renews"])
+async def test_the_keeper_leaves_nothing_running_when_the_turn_ends(alice, script, monkeypatch, settings, renews):
     """A turn shorter than a third of its lease starts no renewing task at
-    all (a timer is cancelled); a longer one's task is awaited."""
-    settings.AGENT_TURN_LEASE_SECONDS = lease
+    all (a timer is cancelled); a longer one's task is awaited. The lease is
+    long enough that a loaded machine's late renewal never loses it: the
+    turn is held until the keeper's task has started, not for a time."""
+    settings.AGENT_TURN_LEASE_SECONDS = 1.5 if renews else 30
     script.gate = threading.Event()
     keepers = []
+    started = asyncio.Event()
 
     class Recorded(execution.LeaseKeeper):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             keepers.append(self)
 
+        def _start(self) -> None:
+            super()._start()
+            started.set()
+
     monkeypatch.setattr(execution, "LeaseKeeper", Recorded)
     run = await start("Ada Lovelace")
-    await asyncio.to_thread(script.reply_started.wait, 5)
-    await asyncio.sleep(0.1)  # longer than a third of the short lease
+    await asyncio.to_thread(script.reply_started.wait, 30)
+    if renews:
+        await started.wait()
     script.gate.set()
     await execution.await_turn(run)
     (keeper,) = keepers
-    if lease < 1:
+    if renews:
         assert keeper.task is not None and keeper.task.done()
     else:
+        assert not started.is_set()
         assert keeper.task is None
 
 
