@@ -17,7 +17,14 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg_pool
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, OperationalError, close_old_connections, connection
+from django.db import (
+    DatabaseError,
+    IntegrityError,
+    OperationalError,
+    close_old_connections,
+    connection,
+    reset_queries,
+)
 
 from core import metrics
 from core.database import CheckpointerUnavailable, database_settings
@@ -82,6 +89,11 @@ def _call(fn: Callable[..., T], kwargs: dict[str, Any]) -> T:
             _discard_dead_connections()
         finally:
             close_old_connections()
+            # With DEBUG on, Django logs every statement on the connection
+            # (up to 9,000 each) and clears the log at request_started, which
+            # these threads never see: without this each thread kept its
+            # last 9,000 statements, SQL and parameters, for good.
+            reset_queries()
     raise AssertionError("unreachable")
 
 

@@ -5,6 +5,7 @@ had already done something is never run twice."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import psycopg
@@ -68,3 +69,23 @@ async def test_steps_run_on_the_database_threads_with_the_callers_context():
     var.set("caller")
     seen = await db(lambda: (threading.current_thread().name, var.get()))
     assert seen[0].startswith("agentsite-db") and seen[1] == "caller"
+
+
+async def test_with_debug_on_the_threads_keep_no_query_log(settings):
+    """DEBUG logs every statement on the connection; Django clears that log
+    when a request starts, which the database threads never see."""
+    settings.DEBUG = True
+    from core.asyncdb import db_threads
+
+    def step() -> tuple[str, int]:
+        kept = len(connection.queries_log)  # what the thread held between steps
+        for _ in range(20):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        assert len(connection.queries_log) >= 20  # DEBUG is on: it did log them
+        return threading.current_thread().name, kept
+
+    seen: list[tuple[str, int]] = []
+    for _ in range(4):  # every thread takes steps, more than once
+        seen += await asyncio.gather(*(db(step) for _ in range(db_threads())))
+    assert [kept for _, kept in seen] == [0] * len(seen)
