@@ -1,7 +1,9 @@
 """Debian's nginx (installed by .ci/run when missing) running the repo's
 deploy/nginx/agentsite.conf.template — the file docker-compose mounts into
 the official image — in front of a test server. Only the two template
-variables differ: the upstream and the port to listen on."""
+variables differ: the upstream and the port to listen on. `tls_in_front`
+puts a TLS terminator before that (a self-signed certificate made for the
+test), configured as docs/operations.md ("HTTPS") asks of one."""
 
 from __future__ import annotations
 
@@ -57,8 +59,38 @@ def render(upstream: str, listen: str) -> str:
     return text
 
 
+# What docs/operations.md ("HTTPS") asks of a TLS terminator in front of the
+# template's nginx: the Host header as the browser sent it, and the scheme.
+TLS_FRONT = """\
+server {{
+    listen 127.0.0.1:{port} ssl;
+    ssl_certificate {tmp}/cert.pem;
+    ssl_certificate_key {tmp}/key.pem;
+    location / {{
+        proxy_pass http://127.0.0.1:{upstream_port};
+        proxy_set_header Host $http_host;
+        proxy_set_header X-Forwarded-Proto https;
+    }}
+}}
+"""
+
+
+def self_signed_certificate(directory: Path) -> Path:
+    """cert.pem and key.pem for 127.0.0.1 in `directory`; the certificate's path."""
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            "-keyout", str(directory / "key.pem"), "-out", str(directory / "cert.pem"),
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return directory / "cert.pem"
+
+
 class Nginx:
-    def __init__(self, workdir: Path, upstream_port: int) -> None:
+    def __init__(self, workdir: Path, upstream_port: int, *, tls: bool = False) -> None:
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
@@ -66,14 +98,21 @@ class Nginx:
             # Workers of an nginx started as root run as an unprivileged user.
             os.chmod(self.dir / sub, 0o777)
         self.port = free_port()
-        (self.dir / "agentsite.conf").write_text(render(f"127.0.0.1:{upstream_port}", f"127.0.0.1:{self.port}"))
+        self.scheme = "https" if tls else "http"
+        self.certificate: Path | None = None
+        if tls:
+            self.certificate = self_signed_certificate(self.dir)
+            conf = TLS_FRONT.format(port=self.port, tmp=self.dir, upstream_port=upstream_port)
+        else:
+            conf = render(f"127.0.0.1:{upstream_port}", f"127.0.0.1:{self.port}")
+        (self.dir / "agentsite.conf").write_text(conf)
         (self.dir / "nginx.conf").write_text(MAIN.format(tmp=self.dir))
         self.process: subprocess.Popen | None = None
         atexit.register(self.stop)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> Nginx:
         binary = nginx_binary()
@@ -115,12 +154,13 @@ class Nginx:
 
 @pytest.fixture
 def nginx_in_front(tmp_path):
-    """`nginx_in_front(server_or_port)` starts nginx proxying to it."""
+    """`nginx_in_front(server_or_port)` starts the template's nginx proxying to
+    it; `nginx_in_front(that_nginx, tls=True)` a TLS terminator before it."""
     started: list[Nginx] = []
 
-    def start(upstream) -> Nginx:
+    def start(upstream, *, tls: bool = False) -> Nginx:
         port = upstream if isinstance(upstream, int) else upstream.port
-        proxy = Nginx(tmp_path / f"nginx-{len(started)}", port)
+        proxy = Nginx(tmp_path / f"nginx-{len(started)}", port, tls=tls)
         started.append(proxy)
         return proxy.start()
 
