@@ -355,6 +355,13 @@ STORAGES = {
 # sends `Authorization: Bearer <token>`.
 AGENT_METRICS_TOKEN = os.environ.get("AGENT_METRICS_TOKEN", "")
 
+# An API key that /langgraph/ uses for a request sending none (no x-api-key,
+# no Authorization), so clients written for an auth-less LangGraph server (its
+# own SDK test suite, `LANGGRAPH_AUTH_TYPE=noop`) act as that key's owner.
+# Empty (the default): such a request is refused with 401. Tests and local
+# trials only; a secret like any key.
+AGENT_PROTOCOL_DEFAULT_KEY = os.environ.get("AGENT_PROTOCOL_DEFAULT_KEY", "")
+
 # `text` for people, `json` (one object per line) for a log pipeline.
 LOG_FORMAT = env_choice("LOG_FORMAT", "text", {"text", "json"})
 LOG_FORMATTERS = {

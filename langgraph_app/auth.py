@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from django.conf import settings
 from django.http import HttpRequest
 from ninja.security import APIKeyHeader
 
@@ -19,9 +20,15 @@ class AuthedRequest(HttpRequest):
 
 
 def api_key_of(headers: Mapping[str, str]) -> str:
-    """`headers` is case-insensitive (Django's) or has lower-case names."""
+    """`headers` is case-insensitive (Django's) or has lower-case names. A
+    request with no key at all uses AGENT_PROTOCOL_DEFAULT_KEY when that is
+    set (docs/configuration.md, "Environment")."""
     raw = (headers.get("x-api-key") or "").strip()
-    return raw if raw else bearer_token(headers)
+    if raw:
+        return raw
+    if settings.AGENT_PROTOCOL_DEFAULT_KEY and "authorization" not in headers:
+        return settings.AGENT_PROTOCOL_DEFAULT_KEY
+    return bearer_token(headers)
 
 
 async def authenticate(headers: Mapping[str, str]) -> ApiKey:
