@@ -48,14 +48,35 @@ async def test_allowed_origin_gets_preflight_and_exposed_headers(settings, path,
     }
 
 
-async def test_other_origins_and_other_paths_get_no_cors(settings):
+def cors_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {name: value for name, value in headers.items() if name.startswith("access-control-")}
+
+
+# Not the allowed origin: another host, the opaque origin of a sandboxed
+# page or file, one that starts with the allowed origin's text.
+OTHERS = ["http://evil.example", "null", UI + ".evil.example", "http://localhost:3001"]
+
+
+@pytest.mark.parametrize("origin", OTHERS)
+async def test_other_origins_get_no_cors_header_at_all(settings, alice, origin):
     settings.LANGGRAPH_CORS_ALLOWED_ORIGINS = [UI]
     app = build_application()
-    status, headers = await call(app, "OPTIONS", "/langgraph/threads/search", preflight("http://evil.example"))
-    assert status == 400
-    assert "access-control-allow-origin" not in headers
+    for path in ("/langgraph/threads/search", "/langgraph/threads/t1/runs/stream"):
+        status, headers = await call(app, "OPTIONS", path, preflight(origin))
+        assert status == 403, (path, status)
+        assert headers["content-type"] == "application/json"
+        assert cors_headers(headers) == {}, (path, headers)
+    status, headers = await call(app, "GET", "/langgraph/info", {"origin": origin, "x-api-key": alice})
+    assert status == 200
+    assert cors_headers(headers) == {}, headers
+
+
+async def test_other_paths_get_no_cors(settings):
+    settings.LANGGRAPH_CORS_ALLOWED_ORIGINS = [UI]
+    app = build_application()
     status, headers = await call(app, "GET", "/api/health", {"origin": UI})
-    assert "access-control-allow-origin" not in headers
+    assert status == 200
+    assert cors_headers(headers) == {}
 
 
 async def test_no_cors_by_default(settings):
