@@ -14,7 +14,8 @@ That error is rendered in one of two dialects:
 
 with `Retry-After` when the error's class says when to come back
 (`ApiError.retry_after`: a busy session, the session quota, storage
-unavailable, a server shutting down).
+unavailable, a server shutting down), and `WWW-Authenticate: Bearer` on
+every 401.
 """
 
 from __future__ import annotations
@@ -152,7 +153,13 @@ def error_of(exc: BaseException, *, where: str = "") -> ApiError:
 def render(exc: BaseException, dialect: Dialect = API, *, where: str = "") -> Rendered:
     error = error_of(exc, where=where)
     status = dialect.statuses.get(error.status, error.status)
-    headers = (("Retry-After", str(error.retry_after)),) if error.retry_after is not None else ()
+    headers: tuple[tuple[str, str], ...] = ()
+    if error.retry_after is not None:
+        headers += (("Retry-After", str(error.retry_after)),)
+    if status == 401:
+        # A 401 must name the scheme that gets in (RFC 9110, 11.6.1); both
+        # dialects take `Authorization: Bearer <key>`.
+        headers += (("WWW-Authenticate", "Bearer"),)
     return Rendered(status, dialect.body(error), headers)
 
 
