@@ -13,7 +13,7 @@ from core.asyncdb import db
 from core.errors import Unauthorized
 from sessions_app import key_cache
 from sessions_app.models import ApiKey
-from sessions_app.services import api_key_authenticate, hash_api_key
+from sessions_app.services import API_KEY_PREFIX, api_key_authenticate, hash_api_key
 
 
 class AuthedRequest(HttpRequest):
@@ -25,11 +25,20 @@ class AuthedRequest(HttpRequest):
 
 def bearer_token(headers: Mapping[str, str]) -> str:
     """The key from the Authorization header; `headers` is case-insensitive
-    (Django's) or has lower-case names (an ASGI scope's, decoded)."""
-    scheme, _, token = (headers.get("authorization") or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    (Django's) or has lower-case names (an ASGI scope's, decoded). A header
+    that is there but not `Bearer <key>` is refused with what to send
+    instead (never echoing what was sent: it may be a key)."""
+    value = (headers.get("authorization") or "").strip()
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    if not value:
         raise Unauthorized()
-    return token.strip()
+    if value.startswith(API_KEY_PREFIX):
+        raise Unauthorized(f"the Authorization header holds a bare key: send `Authorization: Bearer {API_KEY_PREFIX}…`")
+    if scheme.lower() == "bearer":
+        raise Unauthorized("the Authorization header says Bearer but carries no key")
+    raise Unauthorized("the Authorization header must be `Bearer <key>`")
 
 
 async def authenticate(headers: Mapping[str, str]) -> ApiKey:
