@@ -11,7 +11,8 @@ public services and selectors (docs/agent-protocol.md).
     errors.py          the protocol's wording of some errors (rendered by core.http.errors)
     auth.py            the API key from x-api-key (or Authorization: Bearer)
     params.py          query parameters: flags, pages, select
-    threads.py         Thread, ThreadState and history from a session's turns
+    threads.py         Thread, ThreadState and their states from a session's turns
+    history.py         a thread's history: filtered first, built and paged by size
     run_input.py       a run body -> a turn request (message, options, checkpoint)
     runs.py            starting a run (a turn); waiting for its outcome
     run_records.py     Run objects: status, JSON, list, get, cancel

@@ -15,6 +15,7 @@ channels (`fields`, `stage`, `form`) the graph has.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -141,21 +142,29 @@ def find_state(states: list[State], ref: CheckpointRef) -> State | None:
     return next((s for s in states if s.ref == ref), None)
 
 
-def values_of(session: AgentSession, state: State, by_id: dict[UUID, AgentTurn]) -> dict[str, Any]:
+# The stored conversation up to a turn (None: the start), as message dicts:
+# a fresh list each call (values_of appends to it).
+Messages = Callable[[UUID | None], list[dict[str, Any]]]
+
+
+def values_of(
+    session: AgentSession, state: State, by_id: dict[UUID, AgentTurn], messages_of: Messages | None = None
+) -> dict[str, Any]:
     """The graph's state at `state`, as the protocol's `values`."""
+    read = messages_of or messages_up_to
     turn = state.turn
     if state.kind == "input":
         assert turn is not None  # an input state is its turn's
         base = by_id.get(turn.parent_id) if turn.parent_id is not None else None
-        messages = _messages(base.id if base else None)
+        messages = read(base.id if base else None)
         human = HumanMessage(content=turn.request.get("text", ""), id=f"{turn.id}:user")
         messages.append(message_json(human))
         fields, stage, other = _business(session, base)
     elif state.kind == "now":
-        messages = _messages(turn.id if turn else None)
+        messages = read(turn.id if turn else None)
         fields, stage, other = session.fields, session.stage, (turn.values if turn else {})
     else:  # start, after
-        messages = _messages(turn.id if turn else None)
+        messages = read(turn.id if turn else None)
         fields, stage, other = _business(session, turn)
     channels = channels_of(session.graph)
     values = {**(other or {}), MESSAGES: messages}
@@ -174,7 +183,7 @@ def _business(session: AgentSession, turn: AgentTurn | None) -> tuple[dict[str, 
     return turn.fields or {}, turn.stage or session.DEFAULT_STAGE, turn.values or {}
 
 
-def _messages(turn_id: UUID | None) -> list[dict[str, Any]]:
+def messages_up_to(turn_id: UUID | None) -> list[dict[str, Any]]:
     out = []
     for stored in turn_selectors.message_list(head_turn_id=turn_id):
         data = dict(stored.get("data") or {})
@@ -199,7 +208,25 @@ def _pending(session: AgentSession, state: State) -> list[dict[str, Any]]:
     return []
 
 
-def state_json(session: AgentSession, state: State, by_id: dict[UUID, AgentTurn]) -> dict[str, Any]:
+def state_metadata(session: AgentSession, state: State) -> dict[str, Any]:
+    """A state's `metadata`: known without reading its conversation, so a
+    history filter runs before any values are built."""
+    metadata: dict[str, Any] = {
+        "source": SOURCE[state.kind],
+        "step": state.ref.step,
+        "graph_id": session.graph,
+        "assistant_id": assistant_id(session.graph),
+        "thread_id": session.key,
+        "parents": {},
+    }
+    if state.turn is not None:
+        metadata["run_id"] = str(state.turn.id)
+    return metadata
+
+
+def state_json(
+    session: AgentSession, state: State, by_id: dict[UUID, AgentTurn], messages_of: Messages | None = None
+) -> dict[str, Any]:
     interrupts = _pending(session, state)
     if interrupts:
         waiting = state.turn.id if state.turn is not None else state.ref.id
@@ -220,23 +247,13 @@ def state_json(session: AgentSession, state: State, by_id: dict[UUID, AgentTurn]
         next_nodes, tasks = ["__start__"], []
     else:
         next_nodes, tasks = [], []
-    metadata: dict[str, Any] = {
-        "source": SOURCE[state.kind],
-        "step": state.ref.step,
-        "graph_id": session.graph,
-        "assistant_id": assistant_id(session.graph),
-        "thread_id": session.key,
-        "parents": {},
-    }
-    if state.turn is not None:
-        metadata["run_id"] = str(state.turn.id)
     return {
-        "values": values_of(session, state, by_id),
+        "values": values_of(session, state, by_id, messages_of),
         "next": next_nodes,
         "tasks": tasks,
         "checkpoint": _checkpoint(session.key, state.ref),
         "parent_checkpoint": _checkpoint(session.key, state.parent),
-        "metadata": metadata,
+        "metadata": state_metadata(session, state),
         "created_at": iso(state.created_at),
         "interrupts": interrupts,
     }
@@ -282,26 +299,6 @@ def thread_state(*, owner: str, key: str, ref: CheckpointRef | None = None) -> d
             raise SessionNotFound(f"Thread {key} has no checkpoint {ref.id}")
         state = found
     return state_json(session, state, {t.id: t for t in turns})
-
-
-def thread_history(
-    *, owner: str, key: str, limit: int, before: CheckpointRef | None, metadata: dict[str, Any] | None
-) -> list[dict[str, Any]]:
-    """Newest first; values are built only for the states returned."""
-    session = thread_of(owner=owner, key=key)
-    turns = finished_turns(session)
-    by_id = {t.id: t for t in turns}
-    out = []
-    for state in states_of(session, turns):
-        if before is not None and not state.ref < before:
-            continue
-        rendered = state_json(session, state, by_id)
-        if metadata and any(rendered["metadata"].get(k) != v for k, v in metadata.items()):
-            continue
-        out.append(rendered)
-        if len(out) == limit:
-            break
-    return out
 
 
 def turn_values(*, owner: str, key: str, turn_id: UUID) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from ninja import Router
 
 from core.asyncdb import db, retry_while_busy
 from core.errors import SessionExists, SessionNotFound, TurnCommitted, ValidationFailed, VersionConflict
-from langgraph_app import threads
+from langgraph_app import history, threads
 from langgraph_app.auth import AuthedRequest
 from langgraph_app.errors import not_supported, thread_not_found
 from langgraph_app.ids import CheckpointRef, parse_checkpoint_id
@@ -206,32 +206,36 @@ async def update_state(request: AuthedRequest, thread_id: str, payload: ThreadSt
     return {"checkpoint": state["checkpoint"]}
 
 
-def _before(raw: Any) -> CheckpointRef | None:
-    return None if raw in (None, "") else _ref(raw)
+def _history_response(owner: str, key: str, **query: Any) -> HttpResponse:
+    body, next_before = history.history_page(owner=owner, key=key, **query)
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    if next_before is not None:
+        response[history.NEXT_HEADER] = next_before
+    return response
 
 
-@threads_router.post("/threads/{thread_id}/history", summary="The thread's states, newest first")
+@threads_router.post("/threads/{thread_id}/history", summary="The thread's states, newest first (paged by size too)")
 async def post_history(request: AuthedRequest, thread_id: str, payload: ThreadStateSearch):
     if payload.checkpoint is not None and payload.checkpoint.checkpoint_ns:
         return []  # no subgraphs, so no states in a subgraph namespace
     return await db(
-        threads.thread_history,
+        _history_response,
         owner=request.auth.owner,
         key=thread_id,
         limit=payload.limit,
-        before=_before(payload.before),
+        before=history.parse_before(payload.before),
         metadata=payload.metadata,
     )
 
 
-@threads_router.get("/threads/{thread_id}/history", summary="The thread's states, newest first")
+@threads_router.get("/threads/{thread_id}/history", summary="The thread's states, newest first (paged by size too)")
 async def get_history(request: AuthedRequest, thread_id: str):
     limit, _ = page(request)
     return await db(
-        threads.thread_history,
+        _history_response,
         owner=request.auth.owner,
         key=thread_id,
         limit=limit,
-        before=_before(request.GET.get("before")),
+        before=history.parse_before(request.GET.get("before")),
         metadata=None,
     )
