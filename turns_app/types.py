@@ -70,7 +70,8 @@ class Claim:
     form: list[dict[str, Any]]
     fields: dict[str, Any]
     stage: str
-    # The session's head when claimed: the state this turn starts from.
+    # The committed turn whose state this turn starts from: the session's
+    # head when claimed, or an earlier one (`rewinds`).
     parent_id: UUID | None
     head_values: dict[str, Any]
     # For a resume: the pending interrupt it answers ({"turn_id", "thread_id", "interrupts"}).
@@ -78,6 +79,9 @@ class Claim:
     # The protocol stream modes the graph step logs as events (EVENT_OF_MODE);
     # none for /api/ turns, whose steps then serialize no snapshots.
     stream_modes: frozenset[str] = NO_STREAM_MODES
+    # The turn starts from an earlier committed state (`parent_id`, not the
+    # session's head): its commit rewinds the session there first.
+    rewinds: bool = False
 
     @property
     def resume(self) -> bool:

@@ -7,6 +7,7 @@ turn, one statement that creates the session and its turn together
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from django.db import connection, transaction
@@ -36,7 +37,7 @@ from turns_app.models import FINISHED, AgentTurn
 from turns_app.services.event_rows import event_rows, events_statements
 from turns_app.services.idempotency import request_digest
 from turns_app.services.lease import expire_dead_turn
-from turns_app.services.session_history import history_turn, rewind_locked
+from turns_app.services.session_history import history_turn
 from turns_app.types import Claim, Replay, StartFrom, TurnEvent, stream_modes_of
 from turns_app.wakeups import wake_followers
 
@@ -85,9 +86,11 @@ def turn_claim(
     `graph`: the graph the caller means to run; a session whose epoch has no
     finished turn yet switches to it, any other refuses (`GraphMismatch`).
     `start_from`: the committed state the turn starts from, when it is not
-    the session's current one — the session is rewound to it in this same
-    transaction (as `session_rewind` would), so no other write can come
-    between the rewind and the turn (edit / regenerate)."""
+    the session's current one (edit / regenerate): the turn's parent, its
+    conversation, fields and stage are that state's, and its commit rewinds
+    the session to it (as `session_rewind` would) in the same transaction
+    that makes the turn the head, so a turn that never commits rewinds
+    nothing."""
     check_session_key(key)
     digest = request_digest(request)
     resume = "resume" in request
@@ -127,19 +130,30 @@ def turn_claim(
         if graph is not None and graph != session.graph:
             _switch_graph(locked, graph)
         head_values, last_number = (None, None) if session.created_here else claim_reads(locked)
+        start = None
         if start_from is not None and (start_from.turn_id, start_from.version) != (
             session.head_turn_id,
             session.version,
         ):
-            target = history_turn(session, start_from.turn_id)
-            rewind_locked(locked, target)
-            head_values = target.values if target is not None else None
-        if resume and session.interrupt is None:
+            # The run starts from an earlier committed state; the session is
+            # rewound to it only by the run's commit, so a run that fails or
+            # is cancelled leaves the session as it was (a pending interrupt
+            # included).
+            start = _Start(history_turn(session, start_from.turn_id), session.DEFAULT_STAGE)
+            head_values = start.values
+            if resume:
+                raise InterruptResolved()  # a committed state earlier than the pause waits for nothing
+        elif resume and session.interrupt is None:
             raise InterruptResolved()
-        if not resume and session.interrupt is not None:
+        elif not resume and session.interrupt is not None:
             raise InterruptPending(details={"interrupts": session.interrupt["interrupts"]})
         turn, first = _new_turn(
-            session, number=(last_number or 0) + 1, request=request, digest=digest, idempotency_key=idempotency_key
+            session,
+            number=(last_number or 0) + 1,
+            request=request,
+            digest=digest,
+            idempotency_key=idempotency_key,
+            parent_id=start.turn_id if start is not None else session.head_turn_id,
         )
         session.lease_to(turn.id, locked.now)
         # The claim's commit is not waited for on disk: a database crash
@@ -155,19 +169,50 @@ def turn_claim(
             ]
         )
     known_sessions.remember(owner, key)
-    return _claim_of(session, turn, first, head_values=head_values or {})
+    return _claim_of(session, turn, first, head_values=head_values or {}, start=start)
+
+
+@dataclass(frozen=True)
+class _Start:
+    """The earlier committed state a turn starts from: just after `turn`
+    (None: the start of the epoch)."""
+
+    turn: AgentTurn | None
+    default_stage: str
+
+    @property
+    def turn_id(self) -> Any:
+        return self.turn.id if self.turn is not None else None
+
+    @property
+    def values(self) -> dict[str, Any] | None:
+        return self.turn.values if self.turn is not None else None
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        return (self.turn.fields if self.turn is not None else None) or {}
+
+    @property
+    def stage(self) -> str:
+        return (self.turn.stage if self.turn is not None else None) or self.default_stage
 
 
 def _new_turn(
-    session: AgentSession, *, number: int, request: dict[str, Any], digest: str, idempotency_key: str | None
+    session: AgentSession,
+    *,
+    number: int,
+    request: dict[str, Any],
+    digest: str,
+    idempotency_key: str | None,
+    parent_id: Any,
 ) -> tuple[AgentTurn, TurnEvent]:
-    """A pending turn of the session's epoch, from its head, and its first event."""
+    """A pending turn of the session's epoch, from `parent_id`, and its first event."""
     turn = AgentTurn(
         session=session,
         epoch=session.epoch,
         number=number,
         base_version=session.version,
-        parent_id=session.head_turn_id,
+        parent_id=parent_id,
         graph=session.graph,
         idempotency_key=idempotency_key,
         request_digest=digest,
@@ -176,7 +221,14 @@ def _new_turn(
     return turn, TurnEvent(1, "turn", turn_event_data(turn))
 
 
-def _claim_of(session: AgentSession, turn: AgentTurn, first: TurnEvent, *, head_values: dict[str, Any]) -> Claim:
+def _claim_of(
+    session: AgentSession,
+    turn: AgentTurn,
+    first: TurnEvent,
+    *,
+    head_values: dict[str, Any],
+    start: _Start | None = None,
+) -> Claim:
     return Claim(
         first_event=first,
         turn_id=turn.id,
@@ -188,12 +240,13 @@ def _claim_of(session: AgentSession, turn: AgentTurn, first: TurnEvent, *, head_
         idempotency_key=turn.idempotency_key,
         graph=session.graph,
         form=session.form,
-        fields=session.fields,
-        stage=session.stage,
-        parent_id=session.head_turn_id,
+        fields=start.fields if start is not None else session.fields,
+        stage=start.stage if start is not None else session.stage,
+        parent_id=turn.parent_id,
         head_values=head_values,
         interrupt=session.interrupt if "resume" in turn.request else None,
         stream_modes=stream_modes_of(turn.request),
+        rewinds=start is not None,
     )
 
 
@@ -209,7 +262,9 @@ def _claim_new_session(
     the turn and its event are inserted only where the session row is, and
     the caller claims the usual way."""
     session = new_session(owner=owner, key=key, graph=graph)
-    turn, first = _new_turn(session, number=1, request=request, digest=digest, idempotency_key=idempotency_key)
+    turn, first = _new_turn(
+        session, number=1, request=request, digest=digest, idempotency_key=idempotency_key, parent_id=None
+    )
     session_exists = (SESSION_EXISTS, [AgentTurn._meta.pk.get_db_prep_value(session.id, connection)])
     (event,) = event_rows(turn.id, [first])
     returned = rows.first_row_in_own_transaction(

@@ -25,6 +25,7 @@ from turns_app.checkpoint_tables import delete_threads
 from turns_app.models import AgentTurn
 from turns_app.services.abort import abort_locked
 from turns_app.services.event_rows import event_rows, events_statements, final_event
+from turns_app.services.session_history import supersede_for
 from turns_app.services.turn_lock import lock_for_turn
 from turns_app.types import Claim, Outcome, TurnEvent
 from turns_app.wakeups import wake_followers
@@ -106,7 +107,7 @@ def turn_commit(
     events (an `interrupt` event among them): `done` is in the log exactly
     when the turn is committed."""
     faults.hit("before_commit")
-    if claim is not None and done_seq is not None and not outcome.effects and not claim.resume:
+    if claim is not None and done_seq is not None and not outcome.effects and not claim.resume and not claim.rewinds:
         body = _commit_fenced(claim, outcome, list(pending), done_seq)
         if body is not None:
             faults.hit("after_commit")
@@ -167,6 +168,7 @@ def _lock_for_commit(claim: Claim) -> tuple[AgentTurn, LockedSession] | None:
         epoch=claim.epoch,
         number=claim.number,
         base_version=claim.base_version,
+        parent_id=claim.parent_id,
         status=AgentTurn.Status.PENDING,
         idempotency_key=claim.idempotency_key,
         request=claim.request,
@@ -234,7 +236,13 @@ def _commit_locked(
         session_id=session.id, epoch=turn.epoch, turn_id=turn.id, idempotency_key=turn.idempotency_key
     )
     applied = effects.apply_all(outcome.effects, context)
-    answered = session.interrupt if "resume" in turn.request else None
+    # The pause the session waited on when the turn started: answered by it,
+    # or left behind by the rewind it started with.
+    answered = session.interrupt
+    if turn.parent_id != session.head_turn_id:
+        # The turn started from an earlier committed state: the rewind there
+        # commits here, with the turn (docs/turn-protocol.md, "Claim").
+        supersede_for(locked, turn.parent_id)
     body = _settle(turn, session, outcome, applied)
     session.turn_count += 1
     turn.finished_at = locked.now
@@ -246,7 +254,7 @@ def _commit_locked(
             *events_statements(turn.id, [*pending, done]),
         ]
     )
-    if answered is not None and session.interrupt is None:
+    if answered is not None and (session.interrupt is None or session.interrupt["thread_id"] != answered["thread_id"]):
         return body, answered["thread_id"]
     return body, None
 

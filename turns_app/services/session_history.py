@@ -69,10 +69,7 @@ def rewind_locked(locked: LockedSession, target: AgentTurn | None) -> None:
     are. A pause left behind is dropped with its checkpoints; the version
     moves on."""
     session = locked.session
-    old = set(chain_ids(session.head_turn_id))
-    new = set(chain_ids(target.id)) if target is not None else set()
-    AgentTurn.objects.filter(pk__in=old - new).update(superseded_at=locked.now)
-    AgentTurn.objects.filter(pk__in=new, superseded_at__isnull=False).update(superseded_at=None)
+    supersede_for(locked, target.id if target is not None else None)
     if session.interrupt is not None:
         delete_threads([session.interrupt["thread_id"]])
     session.head_turn_id = target.id if target is not None else None
@@ -81,6 +78,17 @@ def rewind_locked(locked: LockedSession, target: AgentTurn | None) -> None:
     session.interrupt = None
     session.version += 1
     session.save(update_fields=["head_turn_id", "fields", "stage", "interrupt", "version", "updated_at"])
+
+
+def supersede_for(locked: LockedSession, new_head: UUID | None) -> None:
+    """The session's head moves to `new_head`, maybe on another branch of
+    the epoch's history: the turns on the way to the old head and not to the
+    new one are marked superseded, those on the way to the new one no longer
+    are."""
+    old = set(chain_ids(locked.session.head_turn_id))
+    new = set(chain_ids(new_head)) if new_head is not None else set()
+    AgentTurn.objects.filter(pk__in=old - new).update(superseded_at=locked.now)
+    AgentTurn.objects.filter(pk__in=new, superseded_at__isnull=False).update(superseded_at=None)
 
 
 def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) -> AgentSession:
