@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand
 
 from core.database import migration_problem
+
+
+class NotMigrated(ImproperlyConfigured):
+    """The business tables are not there yet. Not a CommandError, which
+    Django prints as `CommandError: …`: manage.py's entry point
+    (agentsite.cli) tells an ImproperlyConfigured in the one line every
+    start-up trouble gets, `agentsite: …` (docs/operations.md, "Start-up
+    checks"), and `--traceback` still shows the traceback."""
 
 
 class MigratedDatabaseCommand(BaseCommand):
@@ -15,5 +24,5 @@ class MigratedDatabaseCommand(BaseCommand):
     def execute(self, *args, **options):
         problem = migration_problem()
         if problem is not None:
-            raise CommandError(problem)
+            raise NotMigrated(problem)
         return super().execute(*args, **options)

@@ -74,6 +74,11 @@ def _server_reason(message: str) -> str:
     return re.sub(r"^(FATAL|ERROR):\s+", "", reason).strip() or type(message).__name__
 
 
+# How an operator applies the migrations: the Makefile's target (README's
+# set-up), or the command itself under docker-compose or a bare venv.
+MIGRATE = "`make migrate` (or `manage.py migrate`)"
+
+
 def explain_connect_error(exc: BaseException, settings_dict: dict[str, Any]) -> str:
     """One line: which database could not be used, why, and what to do."""
     if not is_postgres(settings_dict):
@@ -85,7 +90,7 @@ def explain_connect_error(exc: BaseException, settings_dict: dict[str, Any]) -> 
         user_flag = f" -U {user}" if user else ""
         return (
             f'PostgreSQL at {host}:{port} has no database "{name}": create it '
-            f"(createdb -h {host} -p {port}{user_flag} {name}), then run `python manage.py migrate`."
+            f"(createdb -h {host} -p {port}{user_flag} {name}), then run {MIGRATE}."
         )
     if ("role" in lowered and "does not exist" in lowered) or "authentication failed" in lowered:
         return (
@@ -123,7 +128,7 @@ def migration_problem(using: str = DEFAULT_DB_ALIAS) -> str | None:
     executor = MigrationExecutor(connections[using])
     plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
     if plan:
-        return f"the database has {len(plan)} unapplied migration(s): run `python manage.py migrate` first"
+        return f"the database has {len(plan)} unapplied migration(s): run {MIGRATE} first"
     return None
 
 

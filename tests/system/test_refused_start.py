@@ -69,7 +69,7 @@ def assert_refused(result: subprocess.CompletedProcess, reason: str) -> None:
 def test_an_unmigrated_database(kind, fresh_database_url):
     url, _ = fresh_database_url
     result, _ = start_refused(kind, url)
-    assert_refused(result, "run `python manage.py migrate` first")
+    assert_refused(result, "run `make migrate` (or `manage.py migrate`) first")
 
 
 @pytest.mark.parametrize("kind", ["runserver", "daphne"])
