@@ -246,7 +246,7 @@ def _commit_locked(
     body = _settle(turn, session, outcome, applied)
     session.turn_count += 1
     turn.finished_at = locked.now
-    done = final_event(locked, turn, "done", body, pending, done_seq)
+    done = final_event("done", body, done_seq)
     rows.execute(
         [
             rows.update_statement(session, [*COMMIT_SESSION_FIELDS, "turn_count"]),

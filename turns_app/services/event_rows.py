@@ -8,13 +8,21 @@ from __future__ import annotations
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
 
 from core import rows
 from sessions_app.services import LockedSession
 from turns_app.models import AgentTurn, AgentTurnEvent
 from turns_app.types import TurnEvent
 from turns_app.wakeups import wake_followers
+
+# The id of a final event written by anyone but the run (a cancel, an
+# expired lease, the start-up abort): the run shows deltas before their
+# batch is written, so no writer elsewhere knows which ids its clients hold,
+# and a batch in flight may land after the final event. Past any id a run
+# can reach (the column's largest value), the final event is still the
+# log's last, and never shares an id a client saw
+# (docs/storage.md, "Event log").
+OUTSIDE_FINAL_SEQ = 2**31 - 1
 
 
 def event_rows(turn_id: UUID, events: list[TurnEvent]) -> list[AgentTurnEvent]:
@@ -35,26 +43,22 @@ def write_events(turn_id: UUID, events: list[TurnEvent]) -> None:
     rows.execute(events_statements(turn_id, events))
 
 
-def final_event(
-    locked: LockedSession, turn: AgentTurn, event: str, data: str, pending: list[TurnEvent], seq: int | None
-) -> TurnEvent:
-    """The final event of `turn`, whose session is `locked` (no other final
-    event can come meanwhile): at `seq` (reserved by the run) or after
-    everything stored and the run's unwritten `pending`. Write it after the
-    turn's row was updated, in the same transaction: a follower registering
-    meanwhile waits on that row (wakeups.follow; docs/turn-protocol.md,
-    "Order of a final event's writes")."""
-    if seq is None:
-        stored = AgentTurnEvent.objects.filter(turn=turn).aggregate(last=Max("seq"))["last"] or 0
-        seq = max([stored, *(e.id for e in pending)]) + 1
-    return TurnEvent(seq, event, data)
+def final_event(event: str, data: str, seq: int | None) -> TurnEvent:
+    """A turn's final event, at `seq` (the run's next id, given by the run
+    once its batches are written) or else at OUTSIDE_FINAL_SEQ. Write it
+    under its session's lock (no other final event can come meanwhile),
+    after the turn's row was updated, in the same transaction: a follower
+    registering meanwhile waits on that row (wakeups.follow;
+    docs/turn-protocol.md, "Order of a final event's writes")."""
+    return TurnEvent(OUTSIDE_FINAL_SEQ if seq is None else seq, event, data)
 
 
 def write_final_event(
     locked: LockedSession, turn: AgentTurn, event: str, data: str, pending: list[TurnEvent], seq: int | None
 ) -> TurnEvent:
-    """The run's unwritten events, then the final one."""
-    final = final_event(locked, turn, event, data, pending, seq)
+    """The run's unwritten events, then the final one, with the turn's
+    session `locked`."""
+    final = final_event(event, data, seq)
     write_events(turn.id, [*pending, final])
     return final
 
