@@ -8,7 +8,9 @@ serves it:
   limit — the application sees the client leave, the client gets 413;
 * the `Host` header is checked against ALLOWED_HOSTS as Django checks it
   (the consumers never reach Django's check);
-* every response carries nosniff, X-Frame-Options and Referrer-Policy;
+* every response carries nosniff, X-Frame-Options and Referrer-Policy, and
+  every JSON response names its charset (`application/json; charset=utf-8`:
+  the bodies are UTF-8, and a client must not have to guess);
 * under `/api/` every error speaks the JSON error contract, also the ones
   Django or ninja answer in HTML (405, CSRF's 403, a bad Host's 400).
 
@@ -159,7 +161,7 @@ class Edge:
             if message["type"] == "http.response.start":
                 started = True
                 status = message["status"]
-                headers = list(message.get("headers", ()))
+                headers = _charset_named(message.get("headers", ()))
                 names = {name.lower() for name, _ in headers}
                 headers += [(n, v) for n, v in security_headers() if n not in names]
                 if api and status >= 400 and not _is_json(headers):
@@ -176,6 +178,17 @@ class Edge:
         await self.app(scope, guarded_receive, guarded_send)
         if too_large and not started:
             await send_error(send, PayloadTooLarge(f"the request body is over {limit} bytes"))
+
+
+def _charset_named(headers: Any) -> list[tuple[bytes, bytes]]:
+    """The headers, with a bare `application/json` (Django's JsonResponse,
+    a stored body sent as is) saying `charset=utf-8` like ninja's answers."""
+    return [
+        (name, errors.JSON[1])
+        if name.lower() == b"content-type" and value.strip().lower() == b"application/json"
+        else (name, value)
+        for name, value in headers
+    ]
 
 
 def _is_json(headers: list[tuple[bytes, bytes]]) -> bool:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-JSON = (b"content-type", b"application/json")
+JSON = (b"content-type", b"application/json; charset=utf-8")
 
 
 def _api_body(error: ApiError) -> dict[str, Any]:

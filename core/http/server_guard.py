@@ -72,7 +72,7 @@ def raw_error(status: int, code: str, message: str) -> bytes:
     body = errors.render(ApiError.of(status, code, message)).content()
     head = (
         f"HTTP/1.1 {status} {reason(status).decode()}\r\n"
-        "Content-Type: application/json\r\n"
+        "Content-Type: application/json; charset=utf-8\r\n"
         f"Content-Length: {len(body)}\r\n"
         "Connection: close\r\n\r\n"
     ).encode()

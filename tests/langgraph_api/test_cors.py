@@ -64,7 +64,7 @@ async def test_other_origins_get_no_cors_header_at_all(settings, alice, origin):
     for path in ("/langgraph/threads/search", "/langgraph/threads/t1/runs/stream"):
         status, headers = await call(app, "OPTIONS", path, preflight(origin))
         assert status == 403, (path, status)
-        assert headers["content-type"] == "application/json"
+        assert headers["content-type"] == "application/json; charset=utf-8"
         assert cors_headers(headers) == {}, (path, headers)
     status, headers = await call(app, "GET", "/langgraph/info", {"origin": origin, "x-api-key": alice})
     assert status == 200

@@ -109,6 +109,7 @@ def test_nginx_caps_bodies_in_the_error_contract(servers, nginx_in_front):
             headers={**auth(key), "Content-Type": "application/json"},
         )
         assert response.status_code == 413
+        assert response.headers["content-type"] == "application/json; charset=utf-8"
         assert response.json()["error"]["code"] == "payload_too_large"
     # The app never saw them.
     assert "/api/sessions/big/" not in server.log_text()
@@ -188,4 +189,5 @@ def test_an_app_that_is_down_answers_the_error_contract(nginx_in_front):
     proxy = nginx_in_front(free_port())  # nothing listens there
     response = httpx.get(f"{proxy.url}/api/health", timeout=15)
     assert response.status_code == 503
+    assert response.headers["content-type"] == "application/json; charset=utf-8"
     assert response.json()["error"]["code"] == "server_unavailable"

@@ -152,7 +152,7 @@ async def json_error(stream: Stream, status: int, code: str) -> dict[str, Any]:
     await stream.start()
     body = json.loads(await stream.body())
     assert stream.status == status, body
-    assert stream.headers["content-type"] == "application/json"
+    assert stream.headers["content-type"] == "application/json; charset=utf-8"
     assert set(body) == {"error"} and body["error"]["code"] == code, body
     return body
 
@@ -317,7 +317,7 @@ async def bad_stream_request(app, key: str, session: str, raw: str, headers) -> 
     stream = Stream(app, "POST", path, key=key, raw=raw.encode(), headers=headers)
     await stream.start()
     body = json.loads(await stream.body())
-    assert stream.headers["content-type"] == "application/json"
+    assert stream.headers["content-type"] == "application/json; charset=utf-8"
     return stream.status, body
 
 
