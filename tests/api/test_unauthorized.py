@@ -79,8 +79,12 @@ async def test_another_scheme_is_told_the_one_that_works(app, edge):
 
 async def test_a_good_key_gets_in_on_every_edge(app, alice):
     for method, path, body, _ in EDGES.values():
-        status, answered, told = await _request(app, method, path, {"authorization": f"Bearer {alice}"}, body)
-        assert status != 401 and "www-authenticate" not in answered, (path, told)
+        # An empty body for the streams: past the key it is refused (422)
+        # before a turn starts, so none runs on after the test.
+        sent = {} if path.endswith("/stream") else body
+        status, answered, told = await _request(app, method, path, {"authorization": f"Bearer {alice}"}, sent)
+        assert status == (422 if path.endswith("/stream") else 200), (path, told)
+        assert "www-authenticate" not in answered, path
 
 
 def test_metrics_401_carries_www_authenticate(client, settings):
