@@ -42,7 +42,8 @@ Read in this order, one module per step:
                       install and schema check, purge, sweep, storage scans
     selectors.py      reads: turn lists, transcript, lookups
     stream_parts.py   LangGraph-native stream parts (values, updates,
-                      messages, custom) logged as events, for protocol runs
+                      messages, custom) logged as events, for protocol runs;
+                      values stored with their starting conversation by reference
     native_json.py    LangGraph values as JSON, as LangGraph's server writes them
     maintenance.py    the periodic maintenance inside the serving process
     moving/           copying every session to another database

@@ -76,6 +76,13 @@ def chain_ids(head_turn_id: UUID | None) -> list[UUID]:
         return [_UUID.to_python(row[0]) for row in cursor.fetchall()]
 
 
+def conversation_json(head_turn_id: UUID | None) -> list[dict[str, Any]]:
+    """The conversation up to `head_turn_id` as LangGraph's server writes
+    messages (`model_dump(mode="json")`, what a `values` event holds)."""
+    stored = [message for _, message in chain_messages(head_turn_id)]
+    return [message.model_dump(mode="json") for message in messages_from_dict(stored)]
+
+
 def dump_messages(messages: Iterable[BaseMessage]) -> list[dict[str, Any]]:
     return [message_to_dict(m) for m in messages]
 

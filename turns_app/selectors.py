@@ -11,7 +11,7 @@ from django.db.models import Count
 
 from core.errors import TurnNotFound
 from sessions_app.selectors import AgentSession, session_get
-from turns_app import history
+from turns_app import history, stream_parts
 
 # AgentTurn is also the type of what these reads return: the apps above name
 # it (and its Status) from here, never from turns_app.models.
@@ -135,18 +135,35 @@ class LoggedEvents:
 
 
 def turn_events_after(*, turn_id: UUID, after: int) -> LoggedEvents:
-    """Events of the turn with seq > `after`. A turn that has ended (or is
-    gone with its session) has a final event; read together with the
-    turn's status, so "running" and "no final event" always agree."""
-    status = AgentTurn.objects.filter(pk=turn_id).values_list("status", flat=True).first()
+    """Events of the turn with seq > `after`, as they were sent. A turn
+    that has ended (or is gone with its session) has a final event; read
+    together with the turn's status, so "running" and "no final event"
+    always agree."""
+    found = AgentTurn.objects.filter(pk=turn_id).values_list("status", "parent_id").first()
+    status, parent_id = found if found is not None else (None, None)
     rows = AgentTurnEvent.objects.filter(turn_id=turn_id).order_by("seq")
-    events = [TurnEvent(r.seq, r.event, r.data) for r in rows.filter(seq__gt=after)]
+    events = _as_sent(parent_id, [TurnEvent(r.seq, r.event, r.data) for r in rows.filter(seq__gt=after)])
     if status == AgentTurn.Status.PENDING:
         return LoggedEvents(events, None, True)
     last = events[-1] if events else rows.order_by("-seq").first()
     if isinstance(last, AgentTurnEvent):
         last = TurnEvent(last.seq, last.event, last.data)
     return LoggedEvents(events, last, False)
+
+
+def _as_sent(parent_id: UUID | None, events: list[TurnEvent]) -> list[TurnEvent]:
+    """`values` events stored with the conversation the turn started from
+    by reference (turns_app.stream_parts), re-expanded: that conversation
+    is the committed chain up to the turn's parent, read once."""
+    base: list[dict[str, Any]] | None = None
+    out = []
+    for event in events:
+        if event.event == "values" and stream_parts.by_reference(event.data):
+            if base is None:
+                base = history.conversation_json(parent_id)
+            event = TurnEvent(event.id, event.event, stream_parts.expanded(event.data, base))
+        out.append(event)
+    return out
 
 
 def database_answers() -> None:

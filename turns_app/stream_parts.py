@@ -13,17 +13,35 @@ for none: no `values` snapshot per step is serialized or stored for them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langgraph.types import StreamMode, StreamPart
 
+from graphs.runtime import effects
+from graphs.runtime.registry import MESSAGES
 from turns_app.native_json import dumps
 from turns_app.types import EVENT_OF_MODE, NATIVE_EVENTS
 
 # The events native parts are logged as (the execution treats them like deltas).
 EVENTS = NATIVE_EVENTS
 Emit = Callable[[str, Any], Awaitable[None]]
+# Stands for the first n messages of the conversation the turn started from.
+BASE = "$base"
+_BASE_TEXT = f'{{"{BASE}":'
+
+
+class Logged(str):
+    """The JSON text of an event as sent, and (`stored`) the shorter text
+    the event log keeps of it."""
+
+    stored: str
+
+
+def stored_form(data: str) -> str:
+    """What the event log writes of an event's data."""
+    return data.stored if isinstance(data, Logged) else data
 
 
 class NativeParts:
@@ -32,6 +50,9 @@ class NativeParts:
     def __init__(self, modes: frozenset[str], emit: Emit) -> None:
         self.events = frozenset(EVENT_OF_MODE[m] for m in modes)
         self.emit = emit
+        # The conversation the run was seeded with (the message objects),
+        # found in its first state; None until then.
+        self._base: list[Any] | None = None
 
     @property
     def wanted(self) -> bool:
@@ -63,4 +84,62 @@ class NativeParts:
             # v2 parts carry interrupts beside the state; LangGraph's server
             # (and useStream, which reads them) has them in the values.
             data = {**data, "__interrupt__": list(part["interrupts"])}
+        if part["type"] == "values" and isinstance(data, dict):
+            await self.emit(event, self._values(data))
+            return
         await self.emit(event, dumps(data))
+
+    def _values(self, data: dict[str, Any]) -> str:
+        sent = dumps(data)
+        messages = data.get(MESSAGES)
+        if not isinstance(messages, list):
+            return sent
+        if self._base is None:
+            self._base = _seeded_with(messages)
+        shared = 0
+        for seeded, message in zip(self._base, messages, strict=False):
+            if seeded is not message:
+                break
+            shared += 1
+        if not shared:
+            return sent
+        logged = Logged(sent)
+        logged.stored = dumps({**data, MESSAGES: [{BASE: shared}, *messages[shared:]]})
+        return logged
+
+
+def _seeded_with(messages: list[Any]) -> list[Any]:
+    """The conversation before the run's own user message, in its first
+    state: the graph step seeds a run with the committed conversation up to
+    the turn's parent and the new message (id `<turn id>:user`), and
+    `add_messages` keeps them, in order, as the same objects. A resume has
+    no such message: its log stores its values whole."""
+    try:
+        turn_id = effects.current().turn_id
+    except effects.EffectError:
+        return []
+    if messages and getattr(messages[-1], "id", None) == f"{turn_id}:user":
+        return messages[:-1]
+    return []
+
+
+def by_reference(stored: str) -> int:
+    """How many messages of the turn's starting conversation a stored
+    `values` event names by reference (0: it is stored whole)."""
+    if _BASE_TEXT not in stored:  # a JSON string escapes its quotes: no false hit there
+        return 0
+    value = json.loads(stored)
+    messages = value.get(MESSAGES) if isinstance(value, dict) else None
+    if not (isinstance(messages, list) and messages and isinstance(messages[0], dict) and set(messages[0]) == {BASE}):
+        return 0
+    shared = messages[0][BASE]
+    return shared if isinstance(shared, int) and shared > 0 else 0
+
+
+def expanded(stored: str, base: list[dict[str, Any]]) -> str:
+    """A stored `values` event as it was sent: `base` is the starting
+    conversation's messages as JSON (at least the ones it names)."""
+    value = json.loads(stored)
+    shared = value[MESSAGES][0][BASE]
+    value[MESSAGES] = [*base[:shared], *value[MESSAGES][1:]]
+    return dumps(value)

@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from core import rows
 from sessions_app.services import LockedSession
 from turns_app.models import AgentTurn, AgentTurnEvent
+from turns_app.stream_parts import stored_form
 from turns_app.types import TurnEvent
 from turns_app.wakeups import wake_followers
 
@@ -26,7 +27,7 @@ OUTSIDE_FINAL_SEQ = 2**31 - 1
 
 
 def event_rows(turn_id: UUID, events: list[TurnEvent]) -> list[AgentTurnEvent]:
-    return [AgentTurnEvent(turn_id=turn_id, seq=e.id, event=e.event, data=e.data) for e in events]
+    return [AgentTurnEvent(turn_id=turn_id, seq=e.id, event=e.event, data=stored_form(e.data)) for e in events]
 
 
 def events_statements(turn_id: UUID, events: list[TurnEvent]) -> list[rows.Statement]:
