@@ -94,7 +94,9 @@ def supersede_for(locked: LockedSession, new_head: UUID | None) -> None:
 def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) -> AgentSession:
     """A new session of the same owner, graph and form, starting from the
     state just after `turn_id` (None: the start) of this one: the turns up
-    to it are copied, so the two histories are independent from here on."""
+    to it are copied, so the two histories are independent from here on.
+    Into a deleted key, the version goes on from the tombstone's (never
+    back: an If-Match from before the delete must not match the fork)."""
     source = session_get(owner=owner, key=key)
     target = history_turn(source, turn_id)
     chain = chain_ids(target.id) if target is not None else []
@@ -103,6 +105,9 @@ def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) ->
     with transaction.atomic(durable=True):
         fork = session_insert(owner=owner, key=new_key, form=source.form, metadata=source.metadata, graph=source.graph)
         fork = session_lock(session_id=fork.id).session
+        # A revived tombstone (its epoch moved by the delete) kept its
+        # version; the revival is a write of its own, then one per turn.
+        start = fork.version + 1 if fork.epoch > 1 else fork.version
         parent = None
         for number, original_id in enumerate(chain, start=1):
             original = turns[original_id]
@@ -110,7 +115,7 @@ def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) ->
                 session=fork,
                 epoch=fork.epoch,
                 number=number,
-                base_version=number - 1,
+                base_version=start + number - 1,
                 parent_id=parent,
                 graph=original.graph,
                 status=original.status,
@@ -123,14 +128,14 @@ def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) ->
                 fields=original.fields,
                 stage=original.stage,
                 values=original.values,
-                version=number,
+                version=start + number,
                 finished_at=original.finished_at,
             )
             parent = copy.id
         fork.head_turn_id = parent
         fork.fields = (target.fields if target is not None else None) or {}
         fork.stage = (target.stage if target is not None else None) or fork.DEFAULT_STAGE
-        fork.version = len(chain)
+        fork.version = start + len(chain)
         fork.turn_count = len(chain)
         fork.save(update_fields=["head_turn_id", "fields", "stage", "version", "turn_count", "updated_at"])
     return fork
