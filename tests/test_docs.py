@@ -46,7 +46,7 @@ SUFFIXES = {
     ".ini",
 }
 # Vendored text that is not ours to word: LangGraph's published OpenAPI.
-VENDORED = (ROOT / "tests" / "langgraph_api" / "spec",)
+VENDORED = (ROOT / "tests" / "langgraph_api" / "spec", ROOT / "tests" / "vendor" / "langgraph_sdk_integration")
 HERE = Path(__file__).resolve()
 
 DOC_NAME = re.compile(r"docs/([\w.-]+\.md)")
