@@ -39,7 +39,7 @@ from typing import Any
 
 import psycopg
 
-from bench.client import Connection
+from bench.client import Connection, ServerError
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -510,6 +510,27 @@ async def one_round(
     return results
 
 
+# A round the server failed (an error status, a connection it dropped
+# unanswered, a broken answer): reported with the servers' last words, and
+# the bench goes on to its table. A keep-alive connection the server closed
+# while idle is no failure: bench.client reopens it.
+SERVER_FAILURES = (ServerError, AssertionError, ConnectionError, asyncio.IncompleteReadError, ValueError)
+
+
+def all_alive(servers: dict[str, list[Server]]) -> bool:
+    return all(s.process is not None and s.process.poll() is None for group in servers.values() for s in group)
+
+
+def server_failure(where: str, exc: BaseException, servers: dict[str, list[Server]]) -> str:
+    print(f"{where}: server error: {type(exc).__name__}: {str(exc)[:500]}", file=sys.stderr, flush=True)
+    for group in servers.values():
+        for server in group:
+            state = "running" if server.process and server.process.poll() is None else "exited"
+            tail = server.log.read_text(errors="replace")[-2000:] if server.log.exists() else ""
+            print(f"--- {server.log} ({state}), last lines:\n{tail}", file=sys.stderr, flush=True)
+    return f"{where}: server error: {type(exc).__name__}: {str(exc)[:200]}"
+
+
 # --- statements and bytes per turn (PostgreSQL) ---------------------------------------------------
 
 
@@ -753,6 +774,8 @@ def main() -> int:
     results: dict[str, list[Result]] = {"floor": []}
     agentsites: dict[str, Agentsite] = {}
     floor: FloorWorker | None = None
+    columns: dict[str, dict[str, float]] = {}
+    failures: list[str] = []
     print(f"agentsite bench on {platform.node()} ({os.cpu_count()} CPUs), Python {platform.python_version()}")
     try:
         for target in targets:
@@ -773,19 +796,29 @@ def main() -> int:
         for round_ in range(sizes.rounds):
             print(f"round {round_ + 1}/{sizes.rounds}, load {loadavg()}", flush=True)
             rotated = order[round_ % len(order) :] + order[: round_ % len(order)]
-            for side, result in asyncio.run(one_round(rotated, agentsites, floor, sizes, round_)).items():
+            try:
+                round_results = asyncio.run(one_round(rotated, agentsites, floor, sizes, round_))
+            except SERVER_FAILURES as exc:
+                failures.append(server_failure(f"round {round_ + 1}", exc, servers))
+                if not all_alive(servers):
+                    break
+                continue
+            for side, result in round_results.items():
                 if sizes.same >= 40 and side == "postgresql":
                     result.values.update(bytes_per_turn(databases[side], f"same-{agentsites[side].tag}"))
                 results[side].append(result)
         columns = {side: median_of(r) for side, r in results.items()}
-        if "postgresql" in servers:
-            columns["postgresql"].update(
-                asyncio.run(
-                    count_agentsite_statements(
-                        servers["postgresql"][0], agentsites["postgresql"].api_key, args.pg, sizes.count
+        if "postgresql" in servers and all_alive(servers):
+            try:
+                columns["postgresql"].update(
+                    asyncio.run(
+                        count_agentsite_statements(
+                            servers["postgresql"][0], agentsites["postgresql"].api_key, args.pg, sizes.count
+                        )
                     )
                 )
-            )
+            except SERVER_FAILURES as exc:
+                failures.append(server_failure("counting statements", exc, servers))
             columns["floor"].update(count_floor_statements(args.pg, floor_db, sizes.count))
     finally:
         if floor is not None:
@@ -799,9 +832,11 @@ def main() -> int:
             conn.execute(f'DROP DATABASE IF EXISTS "{floor_db}" WITH (FORCE)')
     print(f"load after: {loadavg()}")
     print(render(columns))
-    verdicts = checks(columns.get("postgresql", {}), columns["floor"], sizes)
+    verdicts = checks(columns.get("postgresql", {}), columns.get("floor", {}), sizes)
     for text, ok, _ in verdicts:
         print(f"  {'PASS' if ok else 'MISS'}  {text}")
+    for failure in failures:
+        print(f"  FAIL  {failure}")
     Path(args.json).parent.mkdir(exist_ok=True)
     Path(args.json).write_text(
         json.dumps(
@@ -812,12 +847,13 @@ def main() -> int:
                 "smoke": args.smoke,
                 "host": platform.node(),
                 "load_after": loadavg(),
+                "server_errors": failures,
             },
             indent=2,
         )
     )
     print(f"(written to {args.json})")
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
