@@ -3,6 +3,8 @@ it takes requests. Management commands and the autoreloader never call it."""
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import fcntl
 import gc
 import logging
@@ -86,13 +88,17 @@ async def close_connections() -> None:
 
 def install_shutdown_hook() -> None:
     """daphne speaks no ASGI lifespan, so the checkpointer's pool is closed
-    from the Twisted reactor's shutdown instead, on the loop that opened it."""
+    from the Twisted reactor's shutdown instead, on the loop that opened it.
+
+    Under runserver's autoreloader the reactor runs on a daemon thread and
+    Ctrl-C ends the main thread: the reactor never shuts down, and the
+    interpreter tore the aiosqlite connection down with its modules half
+    gone ("Exception ignored in: … aiosqlite … TypeError"). So at exit, a
+    reactor still running is asked to close them first, on its own loop."""
     import sys
 
     if "twisted.internet.reactor" not in sys.modules:
         return  # not under daphne: the process exit closes the sockets
-    import asyncio
-
     from twisted.internet import defer, reactor
 
     def close() -> defer.Deferred:
@@ -101,6 +107,27 @@ def install_shutdown_hook() -> None:
     # The ignore: zope.interface declares methods without self, which mypy
     # reads right only with the mypy-zope plugin.
     reactor.addSystemEventTrigger("before", "shutdown", close)  # type: ignore[arg-type]
+    # callLater: on the loop, once it runs.
+    reactor.callWhenRunning(reactor.callLater, 0, _close_at_exit)
+
+
+# How long the exit waits for the serving loop to close its connections.
+EXIT_CLOSE_SECONDS = 5.0
+
+
+def _close_at_exit() -> None:
+    loop = asyncio.get_running_loop()
+
+    def close() -> None:
+        if loop.is_closed() or not loop.is_running():
+            return  # the reactor shut down: its trigger closed them
+        closing = asyncio.run_coroutine_threadsafe(close_connections(), loop)
+        try:
+            closing.result(EXIT_CLOSE_SECONDS)
+        except Exception:
+            logger.warning("closing the checkpointer at exit failed", exc_info=True)
+
+    atexit.register(close)
 
 
 def start_maintenance() -> None:

@@ -19,6 +19,7 @@ server may serve the file at a time (agentsite.startup takes
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import socket
@@ -62,11 +63,16 @@ def free_port() -> int:
 
 
 class Server:
-    """One server process. `kind` is "daphne" (`daphne agentsite.asgi:application`)
-    or "runserver" (`manage.py runserver --noreload`, daphne's ASGI runserver)."""
+    """One server process. `kind` is "daphne" (`daphne agentsite.asgi:application`),
+    "runserver" (`manage.py runserver --noreload`, daphne's ASGI runserver)
+    or "autoreload" (`manage.py runserver`, as `make run` runs it: a parent
+    that watches files and a child that serves).
+
+    Each runs in a process group of its own, which `kill()` ends whole: a
+    runserver's serving child must not outlive its test."""
 
     def __init__(self, *, log_path: Path, kind: str = "daphne", env: dict[str, str] | None = None) -> None:
-        assert kind in {"daphne", "runserver"}, kind
+        assert kind in {"daphne", "runserver", "autoreload"}, kind
         self.kind = kind
         self.log_path = log_path
         self.port = free_port()
@@ -95,6 +101,8 @@ class Server:
                 str(self.port),
                 "agentsite.asgi:application",
             ]
+        if self.kind == "autoreload":
+            return [sys.executable, "manage.py", "runserver", f"127.0.0.1:{self.port}"]
         return [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{self.port}"]
 
     def start(self, timeout: float = STARTUP_SECONDS) -> Server:
@@ -110,6 +118,7 @@ class Server:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         self.wait_healthy(timeout)
         return self
@@ -131,21 +140,32 @@ class Server:
             time.sleep(0.1)
 
     def stop(self, timeout: float = STOP_SECONDS) -> None:
-        """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        """SIGTERM, then SIGKILL if it has not exited within `timeout`; and
+        whatever else of its process group is left, SIGKILL."""
+        if self.process is not None and self.process.poll() is None:
+            self.signal_group(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout)
+        self.kill()
+
+    def interrupt(self) -> None:
+        """SIGINT to the whole process group, as Ctrl-C in a terminal."""
+        self.signal_group(signal.SIGINT)
+
+    def signal_group(self, signum: int) -> None:
+        if self.process is not None:
+            # The group outlives its leader while a child of it runs.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signum)
 
     def kill(self) -> None:
-        """SIGKILL: the process dies wherever it is, as in a crash."""
-        if self.process is None or self.process.poll() is not None:
+        """SIGKILL to the process group: the server dies wherever it is, as
+        in a crash, and nothing it started lives on."""
+        if self.process is None:
             return
-        self.process.kill()
-        self.process.wait(STOP_SECONDS)
+        self.signal_group(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(STOP_SECONDS)
 
     def restart(self, *, kill: bool = False, **env: str) -> Server:
         """Stop (or kill) and start again on the same port, with `env` added."""
@@ -172,6 +192,8 @@ def servers(transactional_db, tmp_path):
         started.append(server)
         return server.start()
 
-    yield start
-    for server in started:
-        server.stop()
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()
