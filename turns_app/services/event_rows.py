@@ -5,6 +5,7 @@ turns_app.events; this module only writes it."""
 
 from __future__ import annotations
 
+import json
 from uuid import UUID
 
 from django.db import IntegrityError, transaction
@@ -62,6 +63,18 @@ def write_final_event(
     final = final_event(event, data, seq)
     write_events(turn.id, [*pending, final])
     return final
+
+
+def copied_log(turn: AgentTurn) -> list[TurnEvent]:
+    """The log of a finished turn copied into another session (a fork, a
+    thread's copy), as compaction leaves every finished turn's: its first
+    event (the claim's, turns_app.services.claim.turn_event_data) and its
+    final `done`, the copy's stored body. A copy is a finished turn like
+    any other: join, re-attach and replay end in its outcome
+    (docs/api.md, "History, rewind and fork")."""
+    assert turn.result is not None, f"turn {turn.id} is not finished"
+    first = {"turn_id": str(turn.id), "epoch": turn.epoch, "number": turn.number, "base_version": turn.base_version}
+    return [TurnEvent(1, "turn", json.dumps(first, ensure_ascii=False)), TurnEvent(2, "done", turn.result)]
 
 
 def events_append(*, turn_id: UUID, events: list[TurnEvent]) -> bool:

@@ -6,6 +6,8 @@ turns (turns_app.history reads it)."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -17,6 +19,7 @@ from sessions_app.services import LockedSession, session_insert, session_lock
 from turns_app.checkpoint_tables import delete_threads
 from turns_app.history import chain_ids
 from turns_app.models import AgentTurn
+from turns_app.services.event_rows import copied_log, write_events
 from turns_app.services.lease import expire_dead_turn
 from turns_app.types import checkpoint_thread_id
 
@@ -94,7 +97,8 @@ def supersede_for(locked: LockedSession, new_head: UUID | None) -> None:
 def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) -> AgentSession:
     """A new session of the same owner, graph and form, starting from the
     state just after `turn_id` (None: the start) of this one: the turns up
-    to it are copied, so the two histories are independent from here on.
+    to it are copied, with their logs (a first event and `done`), so the
+    two histories are independent from here on.
     Into a deleted key, the version goes on from the tombstone's (never
     back: an If-Match from before the delete must not match the fork)."""
     source = session_get(owner=owner, key=key)
@@ -111,7 +115,9 @@ def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) ->
         parent = None
         for number, original_id in enumerate(chain, start=1):
             original = turns[original_id]
+            copy_id = uuid.uuid4()
             copy = AgentTurn.objects.create(
+                id=copy_id,
                 session=fork,
                 epoch=fork.epoch,
                 number=number,
@@ -121,7 +127,7 @@ def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) ->
                 status=original.status,
                 request_digest=original.request_digest,
                 request=original.request,
-                result=original.result,
+                result=_copied_result(original, copy_id, fork.epoch, start + number),
                 messages=original.messages,
                 replaces_history=original.replaces_history,
                 message_count=original.message_count,
@@ -131,6 +137,9 @@ def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) ->
                 version=start + number,
                 finished_at=original.finished_at,
             )
+            # Its log too: without one, a join or re-attach of the copy
+            # took it for a turn deleted while it ran.
+            write_events(copy.id, copied_log(copy))
             parent = copy.id
         fork.head_turn_id = parent
         fork.fields = (target.fields if target is not None else None) or {}
@@ -139,6 +148,16 @@ def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) ->
         fork.turn_count = len(chain)
         fork.save(update_fields=["head_turn_id", "fields", "stage", "version", "turn_count", "updated_at"])
     return fork
+
+
+def _copied_result(original: AgentTurn, copy_id: UUID, epoch: int, version: int) -> str | None:
+    """The original's stored body, naming the copy: its turn id, and the
+    fork's epoch and version after it."""
+    if original.result is None:
+        return None
+    body = json.loads(original.result)
+    body.update(turn_id=str(copy_id), epoch=epoch, version=version)
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
 def session_turns_purge(*, locked: LockedSession, **_: object) -> None:
