@@ -13,7 +13,8 @@ public services and selectors (docs/agent-protocol.md).
     params.py          query parameters: flags, pages, select
     threads.py         Thread, ThreadState and their states from a session's turns
     history.py         a thread's history: filtered first, built and paged by size
-    run_input.py       a run body -> a turn request (message, options, checkpoint)
+    run_input.py       a run body -> a turn request (input, command, breakpoints, checkpoint)
+    state_update.py    POST /threads/{id}/state: a state update as a turn
     runs.py            starting a run (a turn); waiting for its outcome
     run_records.py     Run objects: status, JSON, list, get, cancel
     stream.py          a turn's event log -> the protocol's SSE events

@@ -21,18 +21,27 @@ from uuid import UUID
 from django.conf import settings
 
 from core.asyncdb import db
-from core.errors import SessionBusy, SessionExists, SessionNotFound, TurnCommitted, TurnNotFound, ValidationFailed
+from core.errors import SessionBusy, SessionExists, SessionNotFound, TurnCommitted, TurnNotFound
 from core.http.errors import run_error
+from graphs.runtime.registry import GraphShape, shape_for
 from langgraph_app import stream, threads
 from langgraph_app.errors import not_supported, run_not_found, thread_busy, thread_not_found
 from langgraph_app.ids import CheckpointRef, assistant_id, graph_of_assistant
-from langgraph_app.run_input import ResumeNeedsThread, RunBody, check_options, message_request, wanted_ref
+from langgraph_app.run_input import (
+    ResumeNeedsThread,
+    RunBody,
+    breakpoints,
+    check_options,
+    command_request,
+    input_request,
+    wanted_ref,
+)
 from sessions_app import selectors as sessions
 from sessions_app import services as session_services
 from turns_app.events import replay_from
 from turns_app.execution import TurnRun, start_turn
 from turns_app.services import check_idempotency_key, turn_cancel
-from turns_app.types import REQUEST_OPTIONS, TERMINAL_EVENTS, Replay, StartFrom, TurnEvent
+from turns_app.types import REQUEST_OPTIONS, TERMINAL_EVENTS, Replay, StartFrom, TurnEvent, needs_pause
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +122,8 @@ def start_point(*, owner: str, key: str, ref: CheckpointRef) -> tuple[StartFrom,
     if state.kind == "after":
         return StartFrom(turn.id, threads.version_after(turn)), None
     parent = next((t for t in turns if t.id == turn.parent_id), None)
-    again = {k: turn.request[k] for k in ("text", *REQUEST_OPTIONS) if k in turn.request}
-    return StartFrom(parent.id if parent else None, threads.version_after(parent) if parent else 0), again
+    again = {k: turn.request[k] for k in ("text", "input", *REQUEST_OPTIONS) if k in turn.request}
+    return StartFrom(parent.id if parent else None, threads.version_after(parent) if parent else 0), again or None
 
 
 def _stamp(graph: str) -> dict[str, str]:
@@ -156,25 +165,27 @@ async def start_run(
     graph = graph_of_assistant(body.assistant_id)
     check_options(body)
     idempotency_key = check_idempotency_key(idempotency_key)
-    resume = body.command is not None and "resume" in body.command.model_fields_set
-    if stateless and resume:
+    shape = await db(shape_for, name=graph)
+    # The command wins over input (agent-chat-ui sends `input: {}` with it).
+    command = command_request(body, shape)
+    if stateless and command is not None and needs_pause(command):
         raise ResumeNeedsThread()
     ref = wanted_ref(body)
     modes = body.stream_modes if streamed or "stream_mode" in body.model_fields_set else []
-    protocol: dict[str, Any] = {"assistant_id": body.assistant_id, "stream_mode": modes}
+    protocol: dict[str, Any] = {"assistant_id": body.assistant_id, "stream_mode": modes, **breakpoints(body, shape)}
     if body.metadata:
         protocol["metadata"] = body.metadata
     if key is None:
         key = str(uuid.uuid4())
         await db(session_services.session_create, owner=owner, key=key, graph=graph, metadata=_stamp(graph))
         try:
-            return await _start(owner, key, body, idempotency_key, graph, ref, resume, protocol, stateless=True)
+            return await _start(owner, key, body, idempotency_key, graph, ref, command, protocol, shape, stateless=True)
         except BaseException:
             await db(session_services.session_delete_for_owner, owner=owner, key=key)
             raise
     sessions.check_session_key(key)
     await _ensure_thread(owner, key, graph, create=getattr(body, "if_not_exists", None) == "create")
-    return await _start(owner, key, body, idempotency_key, graph, ref, resume, protocol, stateless=False)
+    return await _start(owner, key, body, idempotency_key, graph, ref, command, protocol, shape, stateless=False)
 
 
 async def _start(
@@ -184,24 +195,25 @@ async def _start(
     idempotency_key: str | None,
     graph: str,
     ref: CheckpointRef | None,
-    resume: bool,
+    command: dict[str, Any] | None,
     protocol: dict[str, Any],
+    shape: GraphShape,
     *,
     stateless: bool,
 ) -> StartedRun:
     start_from, again = await db(start_point, owner=owner, key=key, ref=ref) if ref is not None else (None, None)
-    if resume:
-        # The command wins over input (agent-chat-ui sends `input: {}` with it).
-        assert body.command is not None  # what `resume` says
-        request = {"resume": body.command.resume}
+    if command is not None:
+        request = dict(command)
     elif again is not None:
         if body.input is not None:
             raise not_supported("input on a checkpoint before a reply (that is a regenerate: send no input)")
-        request = again
+        request = dict(again)
     elif body.input is None:
-        raise ValidationFailed('input is required: {"messages": [the new message]} (or command.resume)')
+        # No input: go on from where the thread stopped (a breakpoint, a
+        # state update with tasks left), or, with nothing to run, change nothing.
+        request = {"input": None}
     else:
-        request = message_request(body.input)
+        request = input_request(body.input, shape)
     request["protocol"] = protocol
     strategy = getattr(body, "multitask_strategy", "enqueue")
     if strategy in ("interrupt", "rollback"):
@@ -251,13 +263,18 @@ async def final_event(run_id: UUID) -> TurnEvent:
 
 
 async def outcome(owner: str, key: str, run_id: UUID) -> dict[str, Any]:
-    """A wait/join answer: the thread's state values after the run, or
-    `{"__error__": {"error", "message"}}` if it failed (nothing committed)."""
+    """A wait/join answer: the thread's state values after the run (with
+    `__interrupt__` if it paused), or `{"__error__": {"error", "message"}}`
+    if it failed (nothing committed)."""
     final = await final_event(run_id)
+    told = json.loads(final.data)
     if final.event == "error":
-        told = json.loads(final.data)
         return {"__error__": run_error(told.get("code"), told.get("message"))}
-    return await db(threads.turn_values, owner=owner, key=key, turn_id=run_id)
+    values = await db(threads.turn_values, owner=owner, key=key, turn_id=run_id)
+    if told.get("status") == "interrupted":
+        # As LangGraph's server answers a run that paused: what it waits for.
+        values["__interrupt__"] = told.get("interrupts") or []
+    return values
 
 
 async def wait_for(run: StartedRun) -> dict[str, Any]:

@@ -11,9 +11,9 @@ from django.conf import settings
 from django.http import HttpResponse
 from ninja import Router
 
-from core.asyncdb import db, retry_while_busy
-from core.errors import SessionExists, SessionNotFound, TurnCommitted, ValidationFailed, VersionConflict
-from langgraph_app import history, threads
+from core.asyncdb import db
+from core.errors import SessionExists, SessionNotFound, TurnCommitted, ValidationFailed
+from langgraph_app import history, state_update, threads
 from langgraph_app.auth import AuthedRequest
 from langgraph_app.errors import not_supported, thread_not_found
 from langgraph_app.ids import CheckpointRef, parse_checkpoint_id
@@ -172,38 +172,14 @@ async def get_state_at(request: AuthedRequest, thread_id: str, checkpoint_id: st
     return await db(threads.thread_state, owner=request.auth.owner, key=thread_id, ref=_ref(checkpoint_id))
 
 
-def _expected_version(owner: str, key: str, ref: CheckpointRef | None) -> int:
-    session = threads.thread_of(owner=owner, key=key)
-    if ref is None:
-        return session.version
-    # A state of another epoch can never be current; -1 matches no version.
-    return ref.version if ref.epoch == session.epoch else -1
-
-
-@threads_router.post("/threads/{thread_id}/state", summary="Set the thread's business fields")
+@threads_router.post("/threads/{thread_id}/state", summary="Update the thread's state (a turn: aupdate_state)")
 async def update_state(request: AuthedRequest, thread_id: str, payload: ThreadStateUpdate):
-    if payload.as_node:
-        raise not_supported("as_node")
-    values = payload.values
-    if not isinstance(values, dict) or set(values) != {"fields"} or not isinstance(values["fields"], dict):
-        raise not_supported('a state update other than {"fields": {…}}')
-    raw = payload.checkpoint.checkpoint_id if payload.checkpoint is not None else payload.checkpoint_id
-    ref = _ref(raw) if raw else None
-    owner = request.auth.owner
-    sessions.check_session_key(thread_id)
-    expected = await db(_expected_version, owner=owner, key=thread_id, ref=ref)
-    try:
-        await retry_while_busy(
-            session_services.session_set_fields,
-            owner=owner,
-            key=thread_id,
-            values=values["fields"],
-            expected_version=expected,
-        )
-    except VersionConflict as conflict:
-        raise VersionConflict("the thread is no longer at that checkpoint", details=conflict.details) from None
-    state = await db(threads.thread_state, owner=owner, key=thread_id)
-    return {"checkpoint": state["checkpoint"]}
+    return await state_update.update_state(
+        owner=request.auth.owner,
+        key=thread_id,
+        payload=payload,
+        idempotency_key=request.headers.get("Idempotency-Key"),
+    )
 
 
 def _history_response(owner: str, key: str, **query: Any) -> HttpResponse:

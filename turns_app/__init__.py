@@ -19,7 +19,9 @@ Read in this order, one module per step:
         session_history.py  rewind, fork, purge of a deleted session's turns
         compaction.py       old turns' logs cut to their first and final events
     graph_step.py     the graph adapter: run the graph for a Claim from the last
-                      committed state, stream its events, propose an Outcome
+                      committed state (or its pause), stream its events
+    graph_input.py    what the graph is handed: input, Command or state update
+    graph_outcome.py  what a finished run proposes to commit (an Outcome)
     session_wait.py   a claim refused by a busy session, made again when the
                       turn holding it ends (woken, not polled)
     known_sessions.py the sessions this process has seen: how a claim starts

@@ -29,6 +29,13 @@ def stream_modes_of(request: dict[str, Any]) -> frozenset[str]:
     return frozenset(m for m in modes or () if m in EVENT_OF_MODE)
 
 
+def needs_pause(request: dict[str, Any]) -> bool:
+    """A request that only means something to a paused graph: a resume
+    (`resume`, or a command carrying one)."""
+    command = request.get("command")
+    return "resume" in request or (isinstance(command, dict) and "resume" in command)
+
+
 def checkpoint_thread_id(session_id: Any, epoch: int, turn_id: Any) -> str:
     """Each turn runs on its own checkpoint thread, seeded with the committed
     state. A run that is abandoned, cancelled or fenced off writes only into a
@@ -74,7 +81,9 @@ class Claim:
     # head when claimed, or an earlier one (`rewinds`).
     parent_id: UUID | None
     head_values: dict[str, Any]
-    # For a resume: the pending interrupt it answers ({"turn_id", "thread_id", "interrupts"}).
+    # The pause the run starts from — the session's pending interrupt
+    # ({"turn_id", "thread_id", "checkpoint_id", "interrupts", "next"}) — for
+    # a resume, and for any protocol run on a paused session.
     interrupt: dict[str, Any] | None = None
     # The protocol stream modes the graph step logs as events (EVENT_OF_MODE);
     # none for /api/ turns, whose steps then serialize no snapshots.
@@ -85,13 +94,13 @@ class Claim:
 
     @property
     def resume(self) -> bool:
-        return "resume" in self.request
+        return needs_pause(self.request)
 
     @property
     def thread_id(self) -> str:
-        """The checkpoint thread the run uses: its own, or for a resume the
-        paused run's."""
-        if self.resume and self.interrupt is not None:
+        """The checkpoint thread the run uses: its own, or, starting from a
+        pause, the paused run's."""
+        if self.interrupt is not None:
             return self.interrupt["thread_id"]
         return checkpoint_thread_id(self.session_id, self.epoch, self.turn_id)
 
@@ -111,10 +120,19 @@ class Outcome:
     interrupts: list[dict[str, Any]]  # [{"id", "value"}] when the graph paused
     thread_id: str
     checkpoint_id: str | None = None  # of a paused run, persisted
+    # A paused run's next nodes: with no interrupts, a breakpoint
+    # (interrupt_before/after) or a state update that left tasks to run.
+    next_nodes: list[str] = field(default_factory=list)
     effects: list[dict[str, Any]] = field(default_factory=list)
     # The conversation's message objects after the turn, for this process's
     # cache once committed; not part of what is committed.
     conversation: list[Any] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def paused(self) -> bool:
+        """The run stopped with work left: committed as `interrupted`, its
+        checkpoint kept for what comes next."""
+        return bool(self.interrupts or self.next_nodes)
 
 
 @dataclass(frozen=True)

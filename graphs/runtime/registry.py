@@ -13,6 +13,7 @@ parsed in agentsite.settings (`AGENT_GRAPHS`, a dict name -> path).
 
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,7 @@ class GraphShape:
 
     input_channels: frozenset[str]
     channels: frozenset[str]
+    nodes: frozenset[str] = frozenset()
 
     @property
     def has_fields(self) -> bool:
@@ -99,7 +101,19 @@ def shape_of(graph: Pregel) -> GraphShape:
     if not state:  # not a StateGraph: its declared channels are the state
         state = {c for c in graph.channels if not c.startswith(("__", "branch:"))}
         inputs = state
-    return GraphShape(input_channels=frozenset(inputs), channels=frozenset(state))
+    nodes = frozenset(n for n in graph.nodes if not n.startswith("__"))
+    return GraphShape(input_channels=frozenset(inputs), channels=frozenset(state), nodes=nodes)
+
+
+@functools.lru_cache(maxsize=64)
+def _shape_by_name(name: str, path: str) -> GraphShape:
+    return shape_of(build_graph(name, checkpointer=None))
+
+
+def shape_for(name: str) -> GraphShape:
+    """A registered graph's shape, without a checkpointer (what the front
+    door checks a request against); built once per graph."""
+    return _shape_by_name(name, settings.AGENT_GRAPHS[check_graph_name(name)])
 
 
 # Compiled graphs, one per (name, checkpointer): compiling per turn is wasted

@@ -162,9 +162,9 @@ async def test_booking_interrupt_and_resume_with_a_command(servers, alice):
         run = (await client.runs.list(tid))[0]
         assert run["status"] == "success"  # LangGraph: a paused run succeeded; the thread waits
 
-        # A new message while the graph waits is refused (409); the resume
-        # goes through, command winning over the empty input agent-chat-ui sends.
-        assert (await refused(client.runs.wait(tid, "booking", input=human("hello?")))).status_code == 409
+        # The resume goes through, command winning over the empty input
+        # agent-chat-ui sends. (A new input while the graph waits starts a
+        # new run from the paused state: test_run_semantics.py.)
         done = await client.runs.wait(tid, "booking", input={}, command={"resume": {"action": "approve"}})
         assert "BK-" in ai_text(done)
         assert (await client.threads.get(tid))["status"] == "idle"
@@ -218,7 +218,9 @@ async def test_edit_and_regenerate_from_history_checkpoints(servers, alice):
                 tid, {"fields": {"party_size": 5}}, checkpoint_id=current["checkpoint"]["checkpoint_id"]
             )
         with pytest.raises(UnprocessableEntityError):
-            await client.threads.update_state(tid, {"messages": []})
+            await client.threads.update_state(tid, {"no_such_channel": []})
+        with pytest.raises(UnprocessableEntityError):
+            await client.threads.update_state(tid, {"fields": {"party_size": "many"}})
         assert (await client.threads.get_state(tid))["values"]["fields"]["party_size"] == 3
 
 
@@ -238,17 +240,13 @@ async def test_errors_and_multitask_strategies(servers, alice, bob):
         # Another owner's thread does not exist for bob.
         with pytest.raises(NotFoundError):
             await client_for(server, bob).threads.get(tid)
-        image = {"messages": [{"role": "user", "content": [{"type": "image", "url": "x"}]}]}
-        assert (await refused(client.runs.wait(tid, "intake", input=image))).status_code == 422
+        unknown = {"messages": [{"role": "user", "content": "hi"}], "no_such_channel": 1}
+        assert (await refused(client.runs.wait(tid, "intake", input=unknown))).status_code == 422
 
-        # Content blocks: text blocks joined.
-        blocks = {
-            "messages": [
-                {"type": "human", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}]}
-            ]
-        }
-        values = await client.runs.wait(tid, "intake", input=blocks)
-        assert values["messages"][0]["content"] == "Hello\nthere"
+        # Content blocks reach the graph as they are.
+        content = [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}]
+        values = await client.runs.wait(tid, "intake", input={"messages": [{"type": "human", "content": content}]})
+        assert values["messages"][0]["content"] == content
 
         # reject: a busy thread answers 409 at once; interrupt: cancels it first.
         slow = await client.runs.create(tid, "intake", input=human("Ada Lovelace"))
@@ -256,7 +254,7 @@ async def test_errors_and_multitask_strategies(servers, alice, bob):
         assert answer.status_code == 409 and "already running" in answer.json()["detail"]
         values = await client.runs.wait(tid, "intake", input=human("Grace Hopper"), multitask_strategy="interrupt")
         assert (await client.runs.get(tid, slow["run_id"]))["status"] == "interrupted"
-        assert [m["content"] for m in values["messages"] if m["type"] == "human"] == ["Hello\nthere", "Grace Hopper"]
+        assert [m["content"] for m in values["messages"] if m["type"] == "human"] == [content, "Grace Hopper"]
 
         # Stateless: a throwaway thread, gone afterwards.
         before = await orm(lambda: AgentSession.objects.filter(deleted_at__isnull=True).count())

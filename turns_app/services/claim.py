@@ -21,6 +21,7 @@ from core.errors import (
     SessionBusy,
     SessionNotFound,
     TurnInProgress,
+    VersionConflict,
 )
 from sessions_app.selectors import check_session_key
 from sessions_app.services import (
@@ -38,7 +39,7 @@ from turns_app.services.event_rows import event_rows, events_statements
 from turns_app.services.idempotency import request_digest
 from turns_app.services.lease import expire_dead_turn
 from turns_app.services.session_history import history_turn
-from turns_app.types import Claim, Replay, StartFrom, TurnEvent, stream_modes_of
+from turns_app.types import Claim, Replay, StartFrom, TurnEvent, needs_pause, stream_modes_of
 from turns_app.wakeups import wake_followers
 
 if TYPE_CHECKING:
@@ -76,12 +77,14 @@ def turn_claim(
     idempotency_key: str | None,
     graph: str | None = None,
     start_from: StartFrom | None = None,
+    expected_version: int | None = None,
 ) -> Claim | Replay:
     """Step 1. Resolves the idempotency key, expires a dead active turn, and
     inserts a `pending` turn holding the session's lease. Raises `SessionBusy`
     when a live turn holds the session (the caller decides whether to wait),
-    `InterruptPending` for a message while the graph waits for a resume and
-    `InterruptResolved` for a resume with nothing to resume.
+    `InterruptPending` for an /api/ message while the graph waits for a
+    resume and `InterruptResolved` for a resume with nothing to resume. A
+    turn claimed on a paused session starts from the pause (`Claim.interrupt`).
 
     `graph`: the graph the caller means to run; a session whose epoch has no
     finished turn yet switches to it, any other refuses (`GraphMismatch`).
@@ -90,11 +93,16 @@ def turn_claim(
     conversation, fields and stage are that state's, and its commit rewinds
     the session to it (as `session_rewind` would) in the same transaction
     that makes the turn the head, so a turn that never commits rewinds
-    nothing."""
+    nothing. `expected_version`: the turn is claimed only on the session at
+    that version (`VersionConflict` otherwise)."""
     check_session_key(key)
     digest = request_digest(request)
-    resume = "resume" in request
-    if not resume and start_from is None and not known_sessions.seen(owner, key):
+    resume = needs_pause(request)
+    # /api/'s own turns refuse a message while the graph waits on an
+    # interrupt; a protocol run starts from the paused state instead, as on
+    # LangGraph's server (docs/agent-protocol.md, "Runs").
+    strict = "protocol" not in request
+    if not resume and start_from is None and expected_version is None and not known_sessions.seen(owner, key):
         claimed = _claim_new_session(
             owner=owner, key=key, request=request, digest=digest, idempotency_key=idempotency_key, graph=graph
         )
@@ -127,6 +135,11 @@ def turn_claim(
                     raise TurnInProgress()
             if session.has_live_turn(locked.now):
                 raise SessionBusy(holder=session.active_turn_id)
+        if expected_version is not None and session.version != expected_version:
+            raise VersionConflict(
+                f"the session is at version {session.version}, not {expected_version}",
+                details={"version": session.version},
+            )
         if graph is not None and graph != session.graph:
             _switch_graph(locked, graph)
         head_values, last_number = (None, None) if session.created_here else claim_reads(locked)
@@ -145,7 +158,7 @@ def turn_claim(
                 raise InterruptResolved()  # a committed state earlier than the pause waits for nothing
         elif resume and session.interrupt is None:
             raise InterruptResolved()
-        elif not resume and session.interrupt is not None:
+        elif strict and not resume and session.interrupt is not None:
             raise InterruptPending(details={"interrupts": session.interrupt["interrupts"]})
         turn, first = _new_turn(
             session,
@@ -244,7 +257,7 @@ def _claim_of(
         stage=start.stage if start is not None else session.stage,
         parent_id=turn.parent_id,
         head_values=head_values,
-        interrupt=session.interrupt if "resume" in turn.request else None,
+        interrupt=session.interrupt if start is None else None,
         stream_modes=stream_modes_of(turn.request),
         rewinds=start is not None,
     )

@@ -107,7 +107,13 @@ def turn_commit(
     events (an `interrupt` event among them): `done` is in the log exactly
     when the turn is committed."""
     faults.hit("before_commit")
-    if claim is not None and done_seq is not None and not outcome.effects and not claim.resume and not claim.rewinds:
+    if (
+        claim is not None
+        and done_seq is not None
+        and not outcome.effects
+        and claim.interrupt is None
+        and not claim.rewinds
+    ):
         body = _commit_fenced(claim, outcome, list(pending), done_seq)
         if body is not None:
             faults.hit("after_commit")
@@ -194,7 +200,7 @@ def _settle(turn: AgentTurn, session: AgentSession, outcome: Outcome, applied: l
     """The session and the turn as the commit leaves them, in memory (all
     but `turn_count` and `finished_at`, which the callers set). Returns the
     turn's stored body (`turn.result`)."""
-    turn.status = AgentTurn.Status.INTERRUPTED if outcome.interrupts else AgentTurn.Status.COMMITTED
+    turn.status = AgentTurn.Status.INTERRUPTED if outcome.paused else AgentTurn.Status.COMMITTED
     session.fields = outcome.fields
     session.stage = outcome.stage
     session.head_turn_id = turn.id
@@ -204,8 +210,9 @@ def _settle(turn: AgentTurn, session: AgentSession, outcome: Outcome, applied: l
             "thread_id": outcome.thread_id,
             "checkpoint_id": outcome.checkpoint_id,
             "interrupts": outcome.interrupts,
+            "next": outcome.next_nodes,
         }
-        if outcome.interrupts
+        if outcome.paused
         else None
     )
     session.version += 1
