@@ -83,6 +83,27 @@ def conversation_json(head_turn_id: UUID | None) -> list[dict[str, Any]]:
     return [message.model_dump(mode="json") for message in messages_from_dict(stored)]
 
 
+SQL_PARENT = "SELECT parent_id FROM agent_turns WHERE id = %s"
+
+
+def starts_with_parent_chain(turn_id: UUID, messages: list[Any]) -> int:
+    """How many of `messages` (objects) begin as the conversation up to the
+    turn's parent does, compared as LangGraph writes them: what a run seeded
+    from a checkpoint (a resume) holds of the committed chain."""
+    with connection.cursor() as cursor:
+        cursor.execute(SQL_PARENT, [_UUID.get_db_prep_value(turn_id, connection)])
+        row = cursor.fetchone()
+    if row is None or row[0] is None:
+        return 0
+    base = conversation_json(_UUID.to_python(row[0]))
+    shared = 0
+    for message, committed in zip(messages, base, strict=False):
+        if not isinstance(message, BaseMessage) or message.model_dump(mode="json") != committed:
+            break
+        shared += 1
+    return shared
+
+
 def dump_messages(messages: Iterable[BaseMessage]) -> list[dict[str, Any]]:
     return [message_to_dict(m) for m in messages]
 

@@ -19,8 +19,10 @@ from typing import Any
 
 from langgraph.types import StreamMode, StreamPart
 
+from core.asyncdb import db
 from graphs.runtime import effects
 from graphs.runtime.registry import MESSAGES
+from turns_app import history
 from turns_app.native_json import dumps
 from turns_app.types import EVENT_OF_MODE, NATIVE_EVENTS
 
@@ -85,17 +87,17 @@ class NativeParts:
             # (and useStream, which reads them) has them in the values.
             data = {**data, "__interrupt__": list(part["interrupts"])}
         if part["type"] == "values" and isinstance(data, dict):
-            await self.emit(event, self._values(data))
+            await self.emit(event, await self._values(data))
             return
         await self.emit(event, dumps(data))
 
-    def _values(self, data: dict[str, Any]) -> str:
+    async def _values(self, data: dict[str, Any]) -> str:
         sent = dumps(data)
         messages = data.get(MESSAGES)
         if not isinstance(messages, list):
             return sent
         if self._base is None:
-            self._base = _seeded_with(messages)
+            self._base = await _seeded_with(messages)
         shared = 0
         for seeded, message in zip(self._base, messages, strict=False):
             if seeded is not message:
@@ -108,19 +110,24 @@ class NativeParts:
         return logged
 
 
-def _seeded_with(messages: list[Any]) -> list[Any]:
-    """The conversation before the run's own user message, in its first
-    state: the graph step seeds a run with the committed conversation up to
-    the turn's parent and the new message (id `<turn id>:user`), and
-    `add_messages` keeps them, in order, as the same objects. A resume has
-    no such message: its log stores its values whole."""
+async def _seeded_with(messages: list[Any]) -> list[Any]:
+    """The messages of the run's first state that are the committed
+    conversation up to the turn's parent. The graph step seeds a run with
+    that conversation and the new message (id `<turn id>:user`), and
+    `add_messages` keeps them, in order, as the same objects: what precedes
+    the new message. A resume starts from its paused checkpoint instead
+    (other objects): its first state is compared with the chain, once, on
+    a database thread."""
     try:
         turn_id = effects.current().turn_id
     except effects.EffectError:
         return []
     if messages and getattr(messages[-1], "id", None) == f"{turn_id}:user":
         return messages[:-1]
-    return []
+    if not messages:
+        return []
+    shared = await db(history.starts_with_parent_chain, turn_id=turn_id, messages=messages)
+    return messages[:shared]
 
 
 def by_reference(stored: str) -> int:
