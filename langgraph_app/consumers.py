@@ -33,6 +33,7 @@ from langgraph_app.stream import ProtocolEvent, parse_last_event_id, protocol_ev
 from sessions_app.selectors import check_session_key
 from turns_app import selectors
 from turns_app.events import replay_from
+from turns_app.native_json import dumps
 from turns_app.services import turn_cancel
 
 # LangGraph's server sends a heartbeat comment this often; the JS SDK's idle
@@ -53,6 +54,9 @@ class _ProtocolStream(SseConsumer):
     method: str
     keepalive_seconds = HEARTBEAT_SECONDS
     dialect = errors.PROTOCOL
+
+    def error_data(self, error: ApiError) -> str:
+        return dumps(errors.run_error(str(error.code), error.message))
 
     async def handle(self, body: bytes) -> None:
         if self.scope["method"] != self.method:

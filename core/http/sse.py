@@ -4,6 +4,7 @@ headers, keep-alive comments, and noticing that the client went away."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncGenerator, Iterable
 from typing import Protocol
 
@@ -12,8 +13,10 @@ from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 
-from core.errors import PayloadTooLarge
+from core.errors import ApiError, PayloadTooLarge
 from core.http import errors
+
+logger = logging.getLogger(__name__)
 
 # While the model is silent a comment goes out this often, so proxies and
 # clients do not time the connection out. Tests shrink it.
@@ -48,6 +51,13 @@ SSE_HEADERS = [
 def frame(event: Event) -> bytes:
     # Event data is JSON text, which has no raw line breaks: one `data:` line.
     return f"id: {event.id}\nevent: {event.event}\ndata: {event.data}\n\n".encode()
+
+
+def broken_frame(data: str) -> bytes:
+    """The `error` event of a stream that broke while it was sent: no `id`,
+    so a client resuming with Last-Event-ID resumes after the last event it
+    really got."""
+    return f"event: error\ndata: {data}\n\n".encode()
 
 
 class SseConsumer(AsyncHttpConsumer):
@@ -101,6 +111,11 @@ class SseConsumer(AsyncHttpConsumer):
         rendered = errors.render(error, self.dialect, where=where)
         await self.send_response(rendered.status, rendered.content(), headers=[*rendered.asgi_headers(), *headers])
 
+    def error_data(self, error: ApiError) -> str:
+        """The data of the `error` event that ends a stream which broke, in
+        the consumer's dialect."""
+        return errors.event_data(error)
+
     async def stream(self, events: AsyncGenerator[Event, None], *, headers: Headers = ()) -> bool:
         """Sends the events as they come. True once all were sent; False if
         the client disconnected first (the rest are dropped)."""
@@ -134,13 +149,25 @@ class SseConsumer(AsyncHttpConsumer):
                     event = pending.result()
                 except StopAsyncIteration:
                     return
+                except Exception as exc:
+                    # The response has started: a stream never just stops (a
+                    # cut chunked body), it ends with an `error` and a clean
+                    # end of the response. Unexpected errors are logged there.
+                    where = f"{self.scope.get('method')} {self.scope.get('path')}"
+                    error = errors.error_of(exc, where=where)
+                    await self.send_body(broken_frame(self.error_data(error)), more_body=True)
+                    return
                 await self.send_body(frame(event), more_body=True)
                 pending = asyncio.ensure_future(anext(events))
         finally:
             if not pending.done():
                 pending.cancel()
                 await asyncio.wait({pending})
-            await events.aclose()
+            try:
+                await events.aclose()
+            except Exception:
+                # Everything was sent; the response still ends cleanly.
+                logger.exception("closing the events of %s failed", self.scope.get("path"))
 
     async def _disconnected(self) -> None:
         while (await self._receive())["type"] != "http.disconnect":
