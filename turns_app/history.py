@@ -86,18 +86,22 @@ def conversation_json(head_turn_id: UUID | None) -> list[dict[str, Any]]:
 SQL_PARENT = "SELECT parent_id FROM agent_turns WHERE id = %s"
 
 
-def starts_with_parent_chain(turn_id: UUID, messages: list[Any]) -> int:
-    """How many of `messages` (objects) begin as the conversation up to the
-    turn's parent does, compared as LangGraph writes them: what a run seeded
-    from a checkpoint (a resume) holds of the committed chain."""
+def starts_with_parent_chain(session_id: UUID, turn_id: UUID, messages: list[Any]) -> int:
+    """How many of `messages` (a run's state) begin as the conversation up
+    to the turn's parent does: the same objects this process's cache holds
+    of it (what the run was seeded with), or else — a resume's checkpoint,
+    a cold cache — equal to it as LangGraph writes messages."""
     with connection.cursor() as cursor:
         cursor.execute(SQL_PARENT, [_UUID.get_db_prep_value(turn_id, connection)])
         row = cursor.fetchone()
     if row is None or row[0] is None:
         return 0
-    base = conversation_json(_UUID.to_python(row[0]))
+    parent_id = _UUID.to_python(row[0])
+    cached = cache().get(session_id, parent_id)
+    if cached is not None and len(cached) <= len(messages) and all(map(operator.is_, cached, messages)):
+        return len(cached)
     shared = 0
-    for message, committed in zip(messages, base, strict=False):
+    for message, committed in zip(messages, conversation_json(parent_id), strict=False):
         if not isinstance(message, BaseMessage) or message.model_dump(mode="json") != committed:
             break
         shared += 1

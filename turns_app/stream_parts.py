@@ -112,21 +112,23 @@ class NativeParts:
 
 async def _seeded_with(messages: list[Any]) -> list[Any]:
     """The messages of the run's first state that are the committed
-    conversation up to the turn's parent. The graph step seeds a run with
-    that conversation and the new message (id `<turn id>:user`), and
-    `add_messages` keeps them, in order, as the same objects: what precedes
-    the new message. A resume starts from its paused checkpoint instead
-    (other objects): its first state is compared with the chain, once, on
-    a database thread."""
+    conversation up to the turn's parent. A run given one new user message
+    (id `<turn id>:user`) is seeded with that conversation and the message,
+    which `add_messages` keeps in order as the same objects: what precedes
+    it. Any other run (a protocol input, a resume from its paused
+    checkpoint) is compared with that conversation once, on a database
+    thread."""
     try:
-        turn_id = effects.current().turn_id
+        context = effects.current()
     except effects.EffectError:
         return []
-    if messages and getattr(messages[-1], "id", None) == f"{turn_id}:user":
-        return messages[:-1]
     if not messages:
         return []
-    shared = await db(history.starts_with_parent_chain, turn_id=turn_id, messages=messages)
+    if getattr(messages[-1], "id", None) == f"{context.turn_id}:user":
+        return messages[:-1]
+    shared = await db(
+        history.starts_with_parent_chain, session_id=context.session_id, turn_id=context.turn_id, messages=messages
+    )
     return messages[:shared]
 
 

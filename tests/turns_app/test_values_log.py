@@ -19,7 +19,7 @@ from sessions_app.models import AgentSession
 from tests.fixtures.api import Api
 from tests.fixtures.runners import orm
 from tests.turns_app.test_sse_consumer import Stream
-from turns_app import selectors, stream_parts
+from turns_app import history, selectors, stream_parts
 from turns_app.models import AgentTurn, AgentTurnEvent
 from turns_app.native_json import dumps
 
@@ -96,13 +96,17 @@ async def test_a_values_runs_log_grows_with_what_it_adds_not_with_the_thread(app
     assert all('{"$base":' in d for d in await orm(stored_values, run_id=long_run))
 
 
-async def test_values_events_are_what_the_graph_produced_live_and_from_the_log(app, alice, produced):
+@pytest.mark.parametrize("cache", ["warm", "cold"])
+async def test_values_events_are_as_the_graph_produced_them(app, alice, produced, cache, monkeypatch):
     await thread_of(alice, "t", 3)
+    if cache == "cold":  # the run's conversation is read from the turns: other objects than the cache's
+        monkeypatch.setattr(history.ConversationCache, "get", lambda self, session_id, head_turn_id: None)
     run_id, live = await values_run(app, alice, "t")
     assert live == produced and len(live) >= 2
     turn = await orm(AgentTurn.objects.get, pk=run_id)
     session = await orm(AgentSession.objects.get, key="t")
     assert turn.parent_id is not None and turn.parent_id != session.head_turn_id  # it had a conversation
+    assert all('{"$base":' in d for d in await orm(stored_values, run_id=run_id))
     logged = await orm(selectors.turn_events_after, turn_id=run_id, after=0)
     assert_as_produced([e.data for e in logged.events if e.event == "values"], produced)
     # Joined after the run ended: the stream comes from the table.
