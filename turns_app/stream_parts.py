@@ -36,7 +36,9 @@ _BASE_TEXT = f'{{"{BASE}":'
 
 class Logged(str):
     """The JSON text of an event as sent, and (`stored`) the shorter text
-    the event log keeps of it."""
+    the event log keeps of it. A str, so the log shows its followers what
+    it was given and every TurnEvent stays one text; only the writing of
+    rows (turns_app.services.event_rows) asks for the stored form."""
 
     stored: str
 
