@@ -146,7 +146,6 @@ def test_get_state_history_and_update_state(remote):
     assert intake.get_state(config).values["fields"]["party_size"] == 3
 
 
-@pytest.mark.xfail(strict=True, reason="state updates: as_node (and values other than fields) answer 422")
 def test_update_state_with_messages_as_a_node(remote):
     intake, config = remote("intake"), thread()
     intake.invoke(human(HELLO), config)
@@ -167,11 +166,6 @@ def test_booking_pauses_with_its_interrupt(remote):
     assert state.tasks[0].interrupts[0].id == pending.id
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="commands: RemoteGraph sends Command(resume=...) with goto [] and update/graph null, "
-    "which answers 422 (command.goto / command.update)",
-)
 def test_booking_resumes_with_a_command(remote):
     booking, config = remote("booking"), thread()
     booking.invoke(human(BOOKING_TEXT), config)
@@ -180,11 +174,6 @@ def test_booking_resumes_with_a_command(remote):
     assert booking.get_state(config).next == ()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run input semantics: client message ids are replaced, so the parent graph holds the human "
-    "message twice (and the whole message list it sends next is one message too many, 422)",
-)
 def test_a_remote_graph_as_a_node_of_a_local_graph(remote):
     builder: StateGraph[MessagesState, None, MessagesState, MessagesState] = StateGraph(MessagesState)
     builder.add_node("remote", remote("intake"))

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 # Thread-centric streaming (`client.threads.stream()`, SDK >= 0.4): every
 # command goes to POST /threads/{id}/commands and events come from POST
-# /threads/{id}/stream/events; agentsite serves neither (404). The `agent`
-# graph's input ({"messages": [], "value": ..., "items": []}) and the answer
-# to its interrupt (`input.respond`) then need the general run input.
+# /threads/{id}/stream/events; agentsite serves neither (404).
 THREAD_STREAM = "thread-stream protocol: POST /threads/{id}/commands (run.start) answers 404"
-RUN_INPUT = "run input semantics: input with non-message channels (items, value) answers 422"
-INTERRUPT_BEFORE = "interrupt_before on runs answers 422"
 WEBSOCKET = "thread-stream protocol over WebSocket (and POST /threads/{id}/commands answers 404)"
 DEEP_AGENT = (
     "deep_agent is not registered: its graph imports `deepagents`, which is not installed "
@@ -49,8 +45,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "test_remote_graph_v3.py::test_async_resume_after_interrupt": THREAD_STREAM,
     "test_remote_graph_v3.py::test_sync_happy_path_yields_output": THREAD_STREAM,
     "test_remote_graph_v3.py::test_abort_mid_run_cancels_server_side": THREAD_STREAM,
-    **_both("test_runs.py::test_runs_create_get_list", RUN_INPUT),
-    **_both("test_runs.py::test_runs_wait", INTERRUPT_BEFORE),
     **_both("test_store.py::test_store_put_get_delete", STORE),
     **_both("test_store.py::test_store_search_and_list_namespaces", STORE),
     **_both("test_subgraphs.py::test_subgraphs_agent", THREAD_STREAM),
