@@ -43,14 +43,14 @@ class CommandIn(_In):
 
 class _RunCreate(_In):
     assistant_id: StrictStr = Field(max_length=ID_MAX, description="a graph name or its assistant UUID")
-    input: Any = Field(None, description='{"messages": [the new human message]}; text content or text blocks')
-    command: CommandIn | None = Field(None, description='{"resume": …} answers the pending interrupt; wins over input')
+    input: Any = Field(None, description="the graph's input: any channels of its input schema (messages: add_messages)")
+    command: CommandIn | None = Field(None, description="a LangGraph Command: resume, update, goto; wins over input")
     metadata: dict[str, Any] | None = None
     config: dict[str, Any] | None = Field(None, description="accepted and ignored")
     context: dict[str, Any] | None = Field(None, description="accepted and ignored")
     webhook: StrictStr | None = Field(None, max_length=2048, description="not supported")
-    interrupt_before: Literal["*"] | list[StrictStr] | None = Field(None, description="not supported")
-    interrupt_after: Literal["*"] | list[StrictStr] | None = Field(None, description="not supported")
+    interrupt_before: Literal["*"] | list[StrictStr] | None = Field(None, description="pause before these nodes")
+    interrupt_after: Literal["*"] | list[StrictStr] | None = Field(None, description="pause after these nodes")
     stream_mode: StreamMode | list[StreamMode] = Field(
         "values", description="values, updates, messages-tuple and custom stream; the others send nothing"
     )
@@ -134,10 +134,10 @@ class ThreadStateSearch(_In):
 
 
 class ThreadStateUpdate(_In):
-    values: Any = Field(None, description='{"fields": {…}}: the session\'s business fields')
+    values: Any = Field(None, description="any channels of the graph, through their reducers")
     checkpoint: CheckpointIn | None = Field(None, description="the state you read: the update applies only to it")
     checkpoint_id: StrictStr | None = Field(None, max_length=ID_MAX)
-    as_node: StrictStr | None = Field(None, max_length=ID_MAX, description="not supported")
+    as_node: StrictStr | None = Field(None, max_length=ID_MAX, description="the node the update is written as")
 
 
 class ThreadStateCheckpointRequest(_In):
