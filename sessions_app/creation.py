@@ -13,11 +13,12 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from core import rows
 from core.errors import TooManySessions
 from sessions_app.models import AgentSession, OwnerSessionCount
-from sessions_app.validation import default_form
+from sessions_app.validation import default_form, stage_for
 
 # The owner's live sessions as the database keeps count of them
 # (OwnerSessionCount): one row read, however many sessions the owner has.
@@ -51,6 +52,29 @@ def new_session(*, owner: str, key: str, graph: str | None = None) -> AgentSessi
     """A session with this key (default form, `graph` or AGENT_GRAPH), not
     yet inserted: see `insert_under_quota`."""
     return AgentSession(owner=owner, key=key, form=default_form(), graph=graph or settings.AGENT_GRAPH)
+
+
+def revive(session: AgentSession, *, form: list, metadata: dict, graph: str) -> None:
+    """A tombstone becomes a new session, in place (written by the caller).
+
+    Kept, on purpose: the row's `id` (the owner's key has one row for
+    good; `epoch`, moved by the delete, tells its sessions apart), the
+    epoch, and the version, never reset and moved on by one here: the new
+    session starts at a version no client has read, so an If-Match from
+    before the delete cannot match it. New: `created_at` (this session's
+    creation), its form, graph and metadata; the rest — fields, stage,
+    transcript, turn count, head — the delete already cleared
+    (docs/api.md, "Sessions")."""
+    session.version += 1
+    session.deleted_at = None
+    session.created_at = timezone.now()
+    session.form = form
+    session.metadata = metadata
+    session.graph = graph
+    session.stage = stage_for(form, {})
+
+
+REVIVED_FIELDS = ["version", "deleted_at", "created_at", "form", "metadata", "graph", "stage", "updated_at"]
 
 
 @cache

@@ -30,7 +30,7 @@ from django.utils import timezone
 from core.errors import InvalidFields, SessionBusy, SessionExists, SessionNotFound, ValidationFailed, VersionConflict
 from graphs.intake import form_spec
 from sessions_app.api_keys import API_KEY_PREFIX, api_key_authenticate, api_key_create, api_key_revoke, hash_api_key
-from sessions_app.creation import check_session_quota, insert_under_quota, inserted, new_session
+from sessions_app.creation import REVIVED_FIELDS, check_session_quota, insert_under_quota, inserted, new_session, revive
 from sessions_app.locking import LockedSession, session_as_claimed, session_create_locked, session_lock
 from sessions_app.models import AgentSession
 from sessions_app.selectors import (
@@ -91,11 +91,8 @@ def revive_if_deleted(locked: LockedSession) -> None:
     if not session.is_deleted:
         return
     check_session_quota(owner=session.owner)
-    session.deleted_at = None
-    session.graph = settings.AGENT_GRAPH
-    session.form = default_form()
-    session.stage = stage_for(session.form, {})
-    session.save(update_fields=["deleted_at", "graph", "form", "stage", "updated_at"])
+    revive(session, form=default_form(), metadata={}, graph=settings.AGENT_GRAPH)
+    session.save(update_fields=REVIVED_FIELDS)
 
 
 def session_create(
@@ -121,12 +118,8 @@ def session_insert(
         raise SessionExists()
     check_session_quota(owner=owner)
     if existing is not None:
-        existing.form = clean_form
-        existing.metadata = clean_metadata
-        existing.graph = clean_graph
-        existing.stage = stage_for(clean_form, {})
-        existing.deleted_at = None
-        existing.save()
+        revive(existing, form=clean_form, metadata=clean_metadata, graph=clean_graph)
+        existing.save(update_fields=REVIVED_FIELDS)
         return existing
     try:
         with transaction.atomic():

@@ -71,9 +71,10 @@ def test_delete_one_session_purges_checkpoints_and_keeps_a_tombstone(staff_clien
     still = AgentSession.objects.get(pk=session.pk)
     assert (still.epoch, still.version, still.deleted_at) == (tomb.epoch, tomb.version, tomb.deleted_at)
 
-    # A chat on the same key afterwards starts the new epoch from nothing.
+    # A chat on the same key afterwards starts the new epoch from nothing
+    # (re-created at the next version, then the turn's commit).
     reply = chat(api, "s-del", "hello", idem="s-del-1")
-    assert (reply["epoch"], reply["version"]) == (tomb.epoch, tomb.version + 1)
+    assert (reply["epoch"], reply["version"]) == (tomb.epoch, tomb.version + 2)
     assert "name" not in reply["fields"]
 
 

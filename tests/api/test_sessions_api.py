@@ -282,7 +282,8 @@ async def test_create_after_delete_revives_the_key(api):
     response = await api.call("POST", "/sessions", {"key": "s1"})
     assert response.status_code == 201, response.content
     revived = body(response)
-    assert (revived["epoch"], revived["version"], revived["fields"]) == (2, 1, {})
+    # The version moves on: an If-Match "1" from before the delete must not match.
+    assert (revived["epoch"], revived["version"], revived["fields"]) == (2, 2, {})
 
 
 async def test_chat_after_delete_starts_epoch_2_and_keeps_the_version(api, script):
@@ -299,12 +300,13 @@ async def test_chat_after_delete_starts_epoch_2_and_keeps_the_version(api, scrip
     assert response.get("Idempotent-Replayed") is None
     third = body(response)
     assert third["turn_id"] not in (first["turn_id"], second["turn_id"])
-    assert (third["epoch"], third["version"]) == (2, 3)
+    # Re-created (version 3, docs/api.md "Sessions"), then the turn's commit.
+    assert (third["epoch"], third["version"]) == (2, 4)
     assert "name" not in third["fields"]
     assert script.count() > calls
 
     info = body(await api.call("GET", "/sessions/s1"))
-    assert (info["epoch"], info["version"], info["turn_count"]) == (2, 3, 1)
+    assert (info["epoch"], info["version"], info["turn_count"]) == (2, 4, 1)
     turns = body(await api.call("GET", "/sessions/s1/turns"))
     assert [(t["id"], t["epoch"], t["number"]) for t in turns] == [(third["turn_id"], 2, 1)]
     messages = body(await api.call("GET", "/sessions/s1/messages"))

@@ -260,13 +260,14 @@ async def test_delete_purges_checkpoints_and_keeps_tombstone(api, script):
     assert (await api.call("DELETE", "/sessions/s1")).status_code == 204
     assert (await orm(session_row)).epoch == tomb.epoch
 
-    # A chat after delete: new epoch, version continues, the old key is not replayed.
+    # A chat after delete: new epoch, version continues (re-created at +1,
+    # then the turn's commit), the old key is not replayed.
     calls = script.count()
     again = await api.chat("s1", "Ada Lovelace", idem="k-1")
     assert again.status_code == 200
     assert script.count() > calls
     data = body(again)
-    assert (data["epoch"], data["version"]) == (tomb.epoch, tomb.version + 1)
+    assert (data["epoch"], data["version"]) == (tomb.epoch, tomb.version + 2)
     messages = body(await api.call("GET", "/sessions/s1/messages"))
     assert [m["content"] for m in messages if m["role"] == "user"] == ["Ada Lovelace"]
 
