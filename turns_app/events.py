@@ -202,8 +202,10 @@ async def _expire_if_dead(turn_id: UUID) -> None:
 
 def _wanted(item: TurnEvent, after: int) -> bool:
     """Past the client's id, or the final event it has not seen (a client
-    can hold an id past the final one when events it saw were never
-    written: its process died before the batch landed)."""
+    can hold an id past what is logged when events it saw were never
+    written: its process died before the batch landed; a final event
+    written outside the run takes an id past all of them,
+    services.event_rows.OUTSIDE_FINAL_SEQ)."""
     return item.id > after or (item.event in TERMINAL_EVENTS and item.id != after)
 
 
