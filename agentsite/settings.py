@@ -117,7 +117,9 @@ MIDDLEWARE = [
     # Static files before the rest: a stylesheet needs no session or CSRF.
     "core.http.static.AsyncWhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    # Django's CommonMiddleware, redirecting a POST to a path missing its
+    # trailing slash with 308 instead of failing (core/http/slash.py).
+    "core.http.slash.AppendSlashMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

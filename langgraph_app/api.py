@@ -18,23 +18,28 @@ from ninja import NinjaAPI
 from ninja.operation import Operation
 from ninja.parser import Parser
 
+from core.errors import ValidationFailed
 from core.http import errors
 from core.http.bodies import parse_json
-from langgraph_app import assistants_api, runs_api, system_api, threads_api
+from langgraph_app import assistants_api, openapi, runs_api, system_api, threads_api
 from langgraph_app.auth import ProtocolAuth
-from langgraph_app.openapi import add_stream_endpoints
 
 
 class JsonParser(Parser):
     def parse_body(self, request: HttpRequest) -> Any:
-        return parse_json(request.body)
+        data = parse_json(request.body)
+        # Every body of the protocol is an object; ninja would read any other
+        # JSON as an empty one (a `[null, null]` creating a thread).
+        if not isinstance(data, dict):
+            raise ValidationFailed("the request body must be a JSON object")
+        return data
 
 
 class ProtocolApi(NinjaAPI):
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
         prefix = self.get_root_path(path_params or {}) if path_prefix is None else path_prefix
-        return add_stream_endpoints(schema, prefix)
+        return openapi.document(schema, prefix)
 
     def get_openapi_operation_id(self, operation: Operation) -> str:
         # The ids the document had while every endpoint lived in this module:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,7 +14,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from ninja import Router
 
-from core.errors import SessionNotFound
+from core.errors import SessionNotFound, ValidationFailed
 from graphs.runtime.registry import build_graph, describe
 from langgraph_app.ids import UnknownAssistant, assistant_id, graph_of_assistant
 from langgraph_app.params import TRUE, select
@@ -24,6 +25,8 @@ from turns_app.native_json import dumps
 REGISTERED_AT = datetime.now(UTC).isoformat()
 
 assistants = Router(tags=["Assistants"])
+XRAY_DEPTH = re.compile(r"[0-9]{1,2}")
+FALSE = frozenset({"0", "false", "no", "off"})
 
 
 @functools.lru_cache(maxsize=64)
@@ -90,9 +93,18 @@ def _drawable(graph: str, xray: bool | int) -> dict[str, Any]:
 @assistants.get("/assistants/{assistant_id}/graph", summary="The graph's nodes and edges")
 async def get_assistant_graph(request: HttpRequest, assistant_id: str):
     graph = _graph_or_404(assistant_id)
-    raw = (request.GET.get("xray") or "false").strip().lower()
-    xray: bool | int = int(raw) if raw.isdigit() and 0 < int(raw) <= 16 else raw in TRUE
-    return await asyncio.to_thread(_drawable, graph, xray)
+    return await asyncio.to_thread(_drawable, graph, _xray(request.GET.get("xray")))
+
+
+def _xray(raw: str | None) -> bool | int:
+    """A boolean, or how many levels of subgraphs to draw (1-16)."""
+    text = (raw or "false").strip().lower()
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+    if XRAY_DEPTH.fullmatch(text) and int(text) <= 16:
+        return int(text) or False
+    if text in TRUE or text in FALSE:
+        return text in TRUE
+    raise ValidationFailed("xray must be true, false or a depth from 0 to 16")
 
 
 def _schemas(graph: str) -> dict[str, Any]:

@@ -116,7 +116,7 @@ def stream_modes_of(values: list[str]) -> list[str] | None:
         if value.startswith("["):
             try:
                 parsed = json.loads(value)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
                 raise ValidationFailed("stream_mode must be a stream mode or a JSON array of them") from None
             if not isinstance(parsed, list) or not all(isinstance(m, str) for m in parsed):
                 raise ValidationFailed("stream_mode must be a stream mode or a JSON array of them")

@@ -6,10 +6,14 @@ client sends is bounded here, before anything else looks at it."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import json
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import ConfigDict, Field, StrictBool, StrictStr
+from ninja.schema import DjangoGetter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
+
+from sessions_app.services import METADATA_MAX_BYTES
 
 StreamMode = Literal[
     "values", "messages", "messages-tuple", "tasks", "checkpoints", "updates", "events", "debug", "custom"
@@ -22,10 +26,74 @@ ID_MAX = 255
 PAGE_MAX = 1000
 OFFSET_MAX = 1_000_000
 LIST_MAX = 100
+# A metadata filter (docs/agent-protocol.md, "Limits"): each top-level key
+# is one more condition on the query, and the database's cost of a query
+# grows faster than its conditions (SQLite also refuses a query past its
+# expression limits, which is no storage outage). No stored metadata is
+# over METADATA_MAX_BYTES, so no larger filter could match.
+FILTER_KEYS_MAX = 64
+FILTER_DEPTH_MAX = 8
+
+
+def _depth(value: Any) -> int:
+    """How deep `value` nests (a scalar is 0); iterative, the body's
+    nesting is bounded already but never walked by recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def _bounded_filter(value: dict[str, Any]) -> dict[str, Any]:
+    if len(value) > FILTER_KEYS_MAX:
+        raise ValueError(f"a metadata filter has at most {FILTER_KEYS_MAX} keys")
+    if _depth(value) > FILTER_DEPTH_MAX:
+        raise ValueError(f"a metadata filter nests at most {FILTER_DEPTH_MAX} levels")
+    if len(json.dumps(value)) > METADATA_MAX_BYTES:
+        raise ValueError(f"a metadata filter is at most {METADATA_MAX_BYTES} bytes of JSON")
+    return value
+
+
+def _bounded_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(value)) > METADATA_MAX_BYTES:
+        raise ValueError(f"metadata is at most {METADATA_MAX_BYTES} bytes of JSON")
+    return value
+
+
+MetadataFilter = Annotated[
+    dict[str, Any],
+    AfterValidator(_bounded_filter),
+    Field(
+        description=f"each top-level key must be equal; at most {FILTER_KEYS_MAX} keys, "
+        f"{FILTER_DEPTH_MAX} levels deep, {METADATA_MAX_BYTES} bytes of JSON"
+    ),
+]
+# Run metadata is stored with the run and answered in every runs list: the
+# bound thread metadata has.
+Metadata = Annotated[
+    dict[str, Any],
+    AfterValidator(_bounded_metadata),
+    Field(description=f"any JSON object, at most {METADATA_MAX_BYTES} bytes of JSON"),
+]
 
 
 class _In(Schema):
     model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, value: Any) -> Any:
+        # ninja's Schema reads any value through getattr, so a JSON array
+        # (or a string) would validate as an object with every default.
+        raw = value._obj if isinstance(value, DjangoGetter) else value
+        if not isinstance(raw, dict | BaseModel):
+            raise ValueError("must be a JSON object")
+        return value
 
 
 class CheckpointIn(_In):
@@ -45,7 +113,7 @@ class _RunCreate(_In):
     assistant_id: StrictStr = Field(max_length=ID_MAX, description="a graph name or its assistant UUID")
     input: Any = Field(None, description="the graph's input: any channels of its input schema (messages: add_messages)")
     command: CommandIn | None = Field(None, description="a LangGraph Command: resume, update, goto; wins over input")
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
     config: dict[str, Any] | None = Field(None, description="accepted and ignored")
     context: dict[str, Any] | None = Field(None, description="accepted and ignored")
     webhook: StrictStr | None = Field(None, max_length=2048, description="not supported")
@@ -81,24 +149,24 @@ class RunCreateStateful(_RunCreate):
 
 class ThreadCreate(_In):
     thread_id: StrictStr | None = Field(None, max_length=ID_MAX)
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
     ttl: Any = Field(None, description="not supported")
     supersteps: list[Any] | None = Field(None, description="not supported")
 
 
 class ThreadPatch(_In):
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata | None = None
     ttl: Any = Field(None, description="not supported")
 
 
 class ThreadSearchRequest(_In):
     ids: list[StrictStr] | None = Field(None, max_length=PAGE_MAX)
-    metadata: dict[str, Any] | None = Field(None, description="each top-level key must be equal")
+    metadata: MetadataFilter | None = None
     values: dict[str, Any] | None = Field(None, description="not supported")
     status: ThreadStatus | None = None
-    limit: int = Field(10, ge=1, le=PAGE_MAX)
-    offset: int = Field(0, ge=0, le=OFFSET_MAX)
+    limit: StrictInt = Field(10, ge=1, le=PAGE_MAX)
+    offset: StrictInt = Field(0, ge=0, le=OFFSET_MAX)
     sort_by: Literal["thread_id", "status", "created_at", "updated_at"] | None = None
     sort_order: SortOrder | None = None
     select: (
@@ -121,15 +189,15 @@ class ThreadSearchRequest(_In):
 
 
 class ThreadCountRequest(_In):
-    metadata: dict[str, Any] | None = None
+    metadata: MetadataFilter | None = None
     values: dict[str, Any] | None = Field(None, description="not supported")
     status: ThreadStatus | None = None
 
 
 class ThreadStateSearch(_In):
-    limit: int = Field(10, ge=1, le=PAGE_MAX)
+    limit: StrictInt = Field(10, ge=1, le=PAGE_MAX)
     before: StrictStr | dict[str, Any] | None = Field(None, description="a checkpoint id, a checkpoint or a config")
-    metadata: dict[str, Any] | None = None
+    metadata: MetadataFilter | None = None
     checkpoint: CheckpointIn | None = None
 
 
@@ -146,11 +214,11 @@ class ThreadStateCheckpointRequest(_In):
 
 
 class AssistantSearchRequest(_In):
-    metadata: dict[str, Any] | None = None
+    metadata: MetadataFilter | None = None
     graph_id: StrictStr | None = Field(None, max_length=ID_MAX)
     name: StrictStr | None = Field(None, max_length=ID_MAX)
-    limit: int = Field(10, ge=1, le=PAGE_MAX)
-    offset: int = Field(0, ge=0, le=OFFSET_MAX)
+    limit: StrictInt = Field(10, ge=1, le=PAGE_MAX)
+    offset: StrictInt = Field(0, ge=0, le=OFFSET_MAX)
     sort_by: Literal["assistant_id", "created_at", "updated_at", "name", "graph_id"] | None = None
     sort_order: SortOrder | None = None
     select: (
@@ -173,6 +241,6 @@ class AssistantSearchRequest(_In):
 
 
 class AssistantCountRequest(_In):
-    metadata: dict[str, Any] | None = None
+    metadata: MetadataFilter | None = None
     graph_id: StrictStr | None = Field(None, max_length=ID_MAX)
     name: StrictStr | None = Field(None, max_length=ID_MAX)

@@ -39,9 +39,13 @@ def _create_thread(owner: str, payload: ThreadCreate) -> dict[str, Any]:
         raise not_supported("ttl")
     if payload.supersteps:
         raise not_supported("supersteps")
-    key = payload.thread_id or str(uuid.uuid4())
+    # An empty id is a bad key (422), not a request for a random one.
+    key = payload.thread_id if payload.thread_id is not None else str(uuid.uuid4())
     metadata = payload.metadata or {}
-    graph = metadata.get("graph_id") if metadata.get("graph_id") in settings.AGENT_GRAPHS else None
+    # Any JSON may sit under graph_id (it is metadata); only a registered
+    # graph's name picks the thread's graph.
+    named = metadata.get("graph_id")
+    graph = named if isinstance(named, str) and named in settings.AGENT_GRAPHS else None
     try:
         session = session_services.session_create(owner=owner, key=key, metadata=metadata, graph=graph)
     except SessionExists:

@@ -11,8 +11,9 @@ serves it:
 * every response carries nosniff, X-Frame-Options and Referrer-Policy, and
   every JSON response names its charset (`application/json; charset=utf-8`:
   the bodies are UTF-8, and a client must not have to guess);
-* under `/api/` every error speaks the JSON error contract, also the ones
-  Django or ninja answer in HTML (405, CSRF's 403, a bad Host's 400).
+* under `/api/` and `/langgraph/` every error speaks its dialect's JSON
+  error contract, also the ones Django or ninja answer in HTML (405,
+  CSRF's 403, a bad Host's 400).
 
 Under daphne the body limit is enforced earlier still, in the server
 (`server_guard`): daphne buffers a body whole before calling the
@@ -53,6 +54,15 @@ def is_api(path: str) -> bool:
     return path == "/api" or path.startswith("/api/")
 
 
+def dialect_of(path: str) -> errors.Dialect | None:
+    """The error contract a path speaks, if it has one."""
+    if is_api(path):
+        return errors.API
+    if path.startswith("/langgraph/"):
+        return errors.PROTOCOL
+    return None
+
+
 def header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope.get("headers", ()):
         if key.lower() == name:
@@ -90,10 +100,15 @@ def security_headers() -> list[tuple[bytes, bytes]]:
     return out
 
 
-async def send_error(send: Send, error: ApiError, kept: list[tuple[bytes, bytes]] | None = None) -> None:
-    """`error` in /api/'s dialect (core.http.errors), with the security
-    headers — or, for a rewritten response, the headers it already had."""
-    rendered = errors.render(error)
+async def send_error(
+    send: Send,
+    error: ApiError,
+    kept: list[tuple[bytes, bytes]] | None = None,
+    dialect: errors.Dialect = errors.API,
+) -> None:
+    """`error` in `dialect` (core.http.errors), with the security headers —
+    or, for a rewritten response, the headers it already had."""
+    rendered = errors.render(error, dialect)
     body = rendered.content()
     await send(
         {
@@ -124,6 +139,7 @@ class Edge:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         api = is_api(scope.get("path", ""))
+        dialect = dialect_of(scope.get("path", ""))
         limit = self.max_body_bytes
 
         if api and not host_allowed(scope):
@@ -139,8 +155,9 @@ class Edge:
         received = 0
         too_large = False
         started = False
-        # An HTML (or empty) error under /api/: its start is held back and its
-        # body swallowed, and the JSON contract goes out instead.
+        # An HTML (or empty) error under /api/ or /langgraph/: its start is
+        # held back and its body swallowed, and the JSON contract goes out
+        # instead.
         rewriting: Message | None = None
 
         async def guarded_receive() -> Message:
@@ -164,14 +181,14 @@ class Edge:
                 headers = _charset_named(message.get("headers", ()))
                 names = {name.lower() for name, _ in headers}
                 headers += [(n, v) for n, v in security_headers() if n not in names]
-                if api and status >= 400 and not _is_json(headers):
+                if dialect is not None and status >= 400 and not _is_json(headers):
                     rewriting = {**message, "headers": headers}
                     return
                 await send({**message, "headers": headers})
                 return
             if rewriting is not None:
                 if message["type"] == "http.response.body" and not message.get("more_body", False):
-                    await _send_rewritten(send, rewriting)
+                    await _send_rewritten(send, rewriting, dialect or errors.API)
                 return
             await send(message)
 
@@ -198,14 +215,14 @@ def _is_json(headers: list[tuple[bytes, bytes]]) -> bool:
     return False
 
 
-async def _send_rewritten(send: Send, start: Message) -> None:
+async def _send_rewritten(send: Send, start: Message, dialect: errors.Dialect) -> None:
     status = start["status"]
     code = STATUS_CODES.get(status, ErrorCode.INTERNAL_ERROR if status >= 500 else ErrorCode.MALFORMED_REQUEST)
     message = _MESSAGES.get(status) or ApiError.default_message
     kept = [
         (name, value) for name, value in start["headers"] if name.lower() not in {b"content-type", b"content-length"}
     ]
-    await send_error(send, ApiError.of(status, code, message), kept)
+    await send_error(send, ApiError.of(status, code, message), kept, dialect)
 
 
 _MESSAGES = {
