@@ -42,6 +42,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_GRAPH = "unknown_graph"
     GRAPH_MISMATCH = "graph_mismatch"
     STATE_LOST = "state_lost"
+    EFFECT_REFUSED = "effect_refused"
     # Why a turn was aborted, as its `error` event and the turn log say.
     LEASE_EXPIRED = "lease_expired"
     SERVER_RESTARTED = "server_restarted"
@@ -223,6 +224,15 @@ class StateLost(ApiError):
         "the paused run's checkpoint is gone, so it cannot be resumed; nothing was committed. "
         "Rewind the session (POST …/rewind) to go on from an earlier turn"
     )
+
+
+class EffectRefused(ApiError):
+    """An effect's application refused it inside the commit (a booking that
+    no longer fits its slot): the commit rolled back, nothing of the turn
+    landed, and a pause the turn answered still waits for an answer."""
+
+    code, status = ErrorCode.EFFECT_REFUSED, 409
+    default_message = "the commit refused an effect of the turn; nothing was committed"
 
 
 class UnknownGraph(ApiError):

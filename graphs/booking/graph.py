@@ -1,126 +1,101 @@
-"""The booking graph: agent ⇄ tools, with a human's approval before a
-table is booked.
+"""The booking graph: LangChain's `create_agent` (model ⇄ tools) with its
+`HumanInTheLoopMiddleware` asking a human before a table is booked.
 
-    START → agent ─┬─ tool calls without book_table → tools → agent
-                   ├─ a book_table call → approve (interrupt) → agent
-                   └─ no tool call → END
+    START → model → review ─┬─ tool calls → tools → model
+                            └─ no tool call → END
 
-`approve` pauses the run with the proposed booking; the resume answers
-`{"action": "approve"}`, `{"action": "edit", "args": {…}}` or
-`{"action": "reject", "reason": "…"}` (the reason is optional).
+`review` (the middleware's `after_model`) pauses the run on a `book_table`
+call with LangChain's interrupt value, `{"action_requests": [{"name",
+"args", "description"}], "review_configs": [{"action_name",
+"allowed_decisions"}]}`, and reads LangChain's answer, `{"decisions":
+[{"type": "approve"} | {"type": "edit", "edited_action": {"name", "args"}}
+| {"type": "reject", "message": "…"}]}` — what agent-chat-ui's Approve /
+Edit / Reject widget sends. The answers agentsite took before it used the
+middleware still work: `graphs.booking.decisions` translates them.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any
+from typing import Any
 
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware.human_in_the_loop import HITLRequest, InterruptOnConfig
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.prebuilt import ToolNode
+from langgraph.runtime import Runtime
 from langgraph.types import interrupt
-from typing_extensions import TypedDict
 
-from graphs.booking.tools import (
-    BookingArgsError,
-    book_table,
-    check_availability,
-    clean_args,
-)
+from graphs.booking.decisions import decisions_from
+from graphs.booking.tools import book_table, check_availability
 from graphs.prompts import render_task
 
 TASK_BOOKING = "booking"
-TOOLS = {t.name: t for t in (check_availability, book_table)}
 INSTRUCTIONS = """\
 You book restaurant tables. Collect the guest's name, the date (YYYY-MM-DD),
 the time (HH:MM) and the party size; ask for what is missing. When you have
 them all, call check_availability, and if a table is free, call book_table.
 After book_table answers, confirm the booking (with its reference) or say why
 it was not made. Never claim a table is booked unless book_table said so."""
+# What a reviewer may answer: agent-chat-ui offers these three.
+ALLOWED_DECISIONS: list[Any] = ["approve", "edit", "reject"]
 
 
-class BookingState(TypedDict):
-    messages: Annotated[list[AnyMessage], add_messages]
+def describe_booking(call: ToolCall, state: Any, runtime: Any) -> str:
+    args = call["args"]
+    return (
+        f"Book a table for {args.get('party_size')} on {args.get('date')} at {args.get('time')} "
+        f"under {args.get('name')}? Approve, edit the booking, or reject it (with a reason)."
+    )
+
+
+class BookingReview(HumanInTheLoopMiddleware):
+    """LangChain's middleware, batched (one interrupt per model turn, the
+    shape agent-chat-ui reads), which reads each answer through
+    `decisions_from` before the middleware's own decision handling: so an
+    answer in agentsite's older shape, or one that cannot be read, is a
+    decision too (the unreadable one a reject: nothing is booked on an
+    unclear answer) instead of an exception that fails the turn."""
+
+    def after_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        last = next((m for m in reversed(state["messages"]) if isinstance(m, AIMessage)), None)
+        gated = [c for c in (last.tool_calls if last is not None else []) if c["name"] in self.interrupt_on]
+        if not gated:
+            # Nothing to ask: the library's own bookkeeping (it drops an earlier turn's edits).
+            return super().after_model(state, runtime)
+        asked = [self._create_action_and_config(c, self.interrupt_on[c["name"]], state, runtime) for c in gated]
+        requests = [request for request, _ in asked]
+        # The node runs again from the top when resumed: nothing before the
+        # interrupt may have effects (building the request has none).
+        answer = interrupt(HITLRequest(action_requests=requests, review_configs=[config for _, config in asked]))
+        refusals: list[ToolMessage] = []
+        edited: dict[str, Any] = {}
+        for call, decision in zip(gated, decisions_from(answer, requests), strict=True):
+            _, refusal = self._process_decision(decision, call, self.interrupt_on[call["name"]])
+            if refusal is not None:
+                refusals.append(refusal)
+            call_id = call.get("id")
+            if decision["type"] == "edit" and call_id:
+                edited[call_id] = decision["edited_action"]
+        # The model's message stays as it is (the middleware runs the edited
+        # call in its place, noting the edit in the tool's result); only the
+        # refusals are new messages.
+        return {"messages": refusals, "hitl_edited_tool_calls": edited}
+
+    async def aafter_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.after_model(state, runtime)
 
 
 def build_booking_graph(*, model: BaseChatModel, checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
     """Books restaurant tables with tools, asking a human to approve each booking."""
-    bound = model.bind_tools([check_availability, book_table])
-    prompt = SystemMessage(render_task(TASK_BOOKING, {}, instructions=INSTRUCTIONS))
-
-    async def agent(state: BookingState) -> dict[str, Any]:
-        return {"messages": [await bound.ainvoke([prompt, *state["messages"]])]}
-
-    async def approve(state: BookingState) -> dict[str, Any]:
-        answers: list[ToolMessage] = []
-        asking = state["messages"][-1]
-        assert isinstance(asking, AIMessage)  # the model's turn routed here: it asked for tools
-        for call in asking.tool_calls:
-            if call["name"] != "book_table":
-                content = await TOOLS[call["name"]].ainvoke(call["args"])
-                answers.append(ToolMessage(content=content, tool_call_id=call["id"], name=call["name"]))
-                continue
-            # The node runs again from the top when resumed: nothing before
-            # the interrupt may have effects.
-            decision = interrupt(
-                {
-                    "action": "book_table",
-                    "args": call["args"],
-                    "tool_call_id": call["id"],
-                    "description": "Book this table? Answer approve, edit (with args) or reject (with a reason).",
-                }
-            )
-            answers.append(await _decide(call, decision))
-        return {"messages": answers}
-
-    builder = StateGraph(BookingState)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode([check_availability, book_table]))
-    builder.add_node("approve", approve)
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", _route, ["tools", "approve", END])
-    builder.add_edge("tools", "agent")
-    builder.add_edge("approve", "agent")
-    return builder.compile(checkpointer=checkpointer, name="booking")
-
-
-def _route(state: BookingState) -> str:
-    last = state["messages"][-1]
-    calls = last.tool_calls if isinstance(last, AIMessage) else []
-    if not calls:
-        return END
-    return "approve" if any(c["name"] == "book_table" for c in calls) else "tools"
-
-
-async def _decide(call: ToolCall, decision: Any) -> ToolMessage:
-    action = decision.get("action") if isinstance(decision, dict) else None
-    if action == "approve":
-        args = call["args"]
-    elif action == "edit" and isinstance(decision.get("args"), dict):
-        args = {**call["args"], **decision["args"]}
-    else:
-        if action == "reject":
-            refusal = decision.get("reason") or "rejected"  # a reason is welcome, not required
-        else:
-            refusal = "the answer was not approve, edit or reject"
-        return ToolMessage(
-            content=json.dumps({"booked": False, "reason": f"not approved: {refusal}"}),
-            tool_call_id=call["id"],
-            name="book_table",
-            status="error",
-        )
-    try:
-        clean_args(**{k: args.get(k) for k in ("name", "date", "time", "party_size")})
-    except BookingArgsError as exc:
-        return ToolMessage(
-            content=json.dumps({"booked": False, "reason": str(exc)}),
-            tool_call_id=call["id"],
-            name="book_table",
-            status="error",
-        )
-    content = await book_table.ainvoke(args)
-    return ToolMessage(content=content, tool_call_id=call["id"], name="book_table")
+    review: InterruptOnConfig = {"allowed_decisions": ALLOWED_DECISIONS, "description": describe_booking}
+    return create_agent(
+        model,
+        tools=[check_availability, book_table],
+        system_prompt=render_task(TASK_BOOKING, {}, instructions=INSTRUCTIONS),
+        middleware=[BookingReview(interrupt_on={book_table.name: review})],
+        checkpointer=checkpointer,
+        name="booking",
+    )

@@ -29,3 +29,21 @@ class Booking(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reference}: {self.name}, {self.party_size} on {self.date} at {self.time:%H:%M}"
+
+
+class Slot(models.Model):
+    """A date and time tables can be booked at: the row a booking's commit
+    locks (select_for_update) while it counts the seats already taken, so
+    two commits into one slot take turns and never book past its seats
+    (graphs.booking.tools.create_booking). Created by the first booking
+    into it."""
+
+    date = models.DateField()
+    time = models.TimeField()
+
+    class Meta:
+        db_table = "booking_slots"
+        constraints = [models.UniqueConstraint(fields=["date", "time"], name="booking_slot_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.date} {self.time:%H:%M}"

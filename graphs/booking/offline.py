@@ -18,6 +18,8 @@ _PARTY = re.compile(
     re.IGNORECASE,
 )
 _NAME = re.compile(r"\b(?:my name is|name is|name:|under the name|under|i am|i'm)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)?)")
+_TOOL_RESPONSE = "Tool response:"
+_REJECT_REASON = re.compile(r"^User rejected the tool call for `\w+` with reason: (.*)$", re.DOTALL)
 _ASK = {
     "name": "the name for the booking",
     "date": "the date (YYYY-MM-DD)",
@@ -70,11 +72,30 @@ def _gathered(conversation: list[BaseMessage]) -> dict[str, Any]:
     return wanted
 
 
-def _after_tool(result: ToolMessage, conversation: list[BaseMessage]) -> str | AIMessage:
+def _tool_data(result: ToolMessage) -> dict[str, Any]:
+    """A tool's JSON answer; after a reviewer's edit the middleware puts its
+    notice before it ("… Tool response:")."""
+    text = result.text.rsplit(_TOOL_RESPONSE, 1)[-1]
     try:
-        data = json.loads(result.text)
+        data = json.loads(text)
     except ValueError:
-        data = {}
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _refusal(result: ToolMessage) -> str:
+    """Why a tool call did not run: the middleware words a reviewer's reject
+    (with their reason, if any); ToolNode words arguments it refused."""
+    reason = _REJECT_REASON.search(result.text)
+    if reason:
+        return f"not approved: {reason[1].strip()}"
+    if result.text.startswith("Error invoking tool"):
+        return "the booking's details were not valid"
+    return "it was not approved"
+
+
+def _after_tool(result: ToolMessage, conversation: list[BaseMessage]) -> str | AIMessage:
+    data = _tool_data(result)
     if result.name == "check_availability":
         if data.get("available"):
             wanted = _gathered(conversation)
@@ -89,7 +110,7 @@ def _after_tool(result: ToolMessage, conversation: list[BaseMessage]) -> str | A
             f"Done! Your table for {data['party_size']} on {data['date']} at {data['time']} is booked "
             f"under {data['name']}, reference {data['reference']}."
         )
-    return f"All right, I have not booked it ({data.get('reason', 'it was not approved')})."
+    return f"All right, I have not booked it ({data.get('reason') or _refusal(result)})."
 
 
 def _call(name: str, args: dict[str, Any], conversation: list[BaseMessage]) -> AIMessage:

@@ -7,8 +7,12 @@ rest of the commit. So a committed turn's effects happen exactly once, and
 an aborted, fenced, cancelled or replayed turn's never. An app says what an
 effect kind does with `register(kind, apply)` (in its `AppConfig.ready`);
 `apply(payload, turn)` runs in the commit's transaction and returns what the
-turn reports (it must not commit, and may raise to refuse: the turn then
-fails and nothing of it lands).
+turn reports (it must not commit). It may refuse: it raises `EffectRefused`
+(its message says why; a lock it takes, such as `select_for_update` on the
+row its check reads, holds until the commit ends, so a check made there is
+one no concurrent commit slips past), the commit rolls back, and the turn
+fails with 409 `effect_refused` and nothing of it lands — a pause the turn
+answered still waits. Any other exception fails the turn as a server error.
 
 **Outside calls.** A call to another service cannot join our transaction.
 `effect_key()` gives it a key to deduplicate on: the same when the client
@@ -31,6 +35,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
+
+from core.errors import EffectRefused as EffectRefused  # what an `apply` raises to refuse
 
 Apply = Callable[[dict[str, Any], "TurnContext"], dict[str, Any]]
 

@@ -214,8 +214,8 @@ async def test_an_openai_provider_runs_the_booking_graph_with_tool_calls(fake_op
         (await api.chat("b1", "Book a table for 2 people on 2031-05-01 at 19:30, my name is Ada Lovelace")).content
     )
     assert paused["status"] == "interrupted", paused
-    assert paused["interrupts"][0]["value"]["args"]["name"] == "Ada Lovelace"
-    done = await api.call("POST", "/sessions/b1/turns", {"resume": {"action": "approve"}})
+    assert paused["interrupts"][0]["value"]["action_requests"][0]["args"]["name"] == "Ada Lovelace"
+    done = await api.call("POST", "/sessions/b1/turns", {"resume": {"decisions": [{"type": "approve"}]}})
     assert done.status_code == 200, done.content
     (booking,) = await orm(lambda: list(Booking.objects.all()))
     assert booking.reference in json.loads(done.content)["reply"]

@@ -55,7 +55,7 @@ for await (const part of client.runs.stream(booking.thread_id, "booking", {
 }
 out.interrupt = paused.filter((p) => p.event === "values").at(-1).data.__interrupt__;
 out.thread_status = (await client.threads.get(booking.thread_id)).status;
-const resumed = await client.runs.wait(booking.thread_id, "booking", { input: {}, command: { resume: { action: "approve" } } });
+const resumed = await client.runs.wait(booking.thread_id, "booking", { input: {}, command: { resume: { decisions: [{ type: "approve" }] } } });
 out.resumed_reply = resumed.messages.at(-1).content;
 
 // A 404 as an Error carrying the status.

@@ -53,7 +53,7 @@ def test_js_sdk_streams_waits_and_resumes_an_interrupt(servers, alice):
     assert seen["wait_equals_state"] is True
     assert seen["history_sources"] == ["loop", "input", "loop", "input", "input"]
     [interrupt] = seen["interrupt"]
-    assert interrupt["value"]["action"] == "book_table" and interrupt["id"]
+    assert interrupt["value"]["action_requests"][0]["name"] == "book_table" and interrupt["id"]
     assert seen["thread_status"] == "interrupted"
     assert "BK-" in seen["resumed_reply"]
     assert seen["missing"] == 404

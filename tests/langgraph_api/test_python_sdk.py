@@ -153,7 +153,7 @@ async def test_booking_interrupt_and_resume_with_a_command(servers, alice):
         check_stream_shape(parts)
         paused = parts[-2].data
         [pending] = paused["__interrupt__"]
-        assert pending["value"]["action"] == "book_table"
+        assert pending["value"]["action_requests"][0]["name"] == "book_table"
         thread = await client.threads.get(tid)
         assert thread["status"] == "interrupted"
         assert thread["metadata"]["graph_id"] == "booking"
@@ -165,7 +165,9 @@ async def test_booking_interrupt_and_resume_with_a_command(servers, alice):
         # The resume goes through, command winning over the empty input
         # agent-chat-ui sends. (A new input while the graph waits starts a
         # new run from the paused state: test_run_semantics.py.)
-        done = await client.runs.wait(tid, "booking", input={}, command={"resume": {"action": "approve"}})
+        done = await client.runs.wait(
+            tid, "booking", input={}, command={"resume": {"decisions": [{"type": "approve"}]}}
+        )
         assert "BK-" in ai_text(done)
         assert (await client.threads.get(tid))["status"] == "idle"
         assert await orm(lambda: AgentSession.objects.get(key=tid).interrupt) is None

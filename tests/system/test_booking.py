@@ -23,7 +23,7 @@ from turns_app.models import AgentTurn
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
 
 BOOK = "Book a table for 3 people on 2031-06-01 at 20:00, my name is Ada Lovelace"
-APPROVE = {"resume": {"action": "approve"}}
+APPROVE = {"resume": {"decisions": [{"type": "approve"}]}}
 
 
 class Reservations(BaseHTTPRequestHandler):

@@ -1,7 +1,8 @@
 """Human in the loop and time travel on the chat page, in headless Chromium
 (tests/browser.py finds it) against a real daphne process: the booking
-graph's pause shows as a card with Approve / Reject, the answer streams like
-a message and books exactly once (or not at all), a reload brings a pending
+graph's pause (LangChain's human-in-the-loop request) shows as a card with
+Approve / Edit / Reject, the answer (LangChain's decisions) streams like a
+message and books exactly once (or not at all), a reload brings a pending
 card back, and Regenerate replaces the last reply through rewind + resend,
 refusing a session someone else changed. Keeps artifacts/chat-hitl-*.png
 and artifacts/chat-regenerate.png.
@@ -32,6 +33,7 @@ UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[
 BOOK_APPROVED = "Book a table for 3 people on 2031-06-01 at 20:00, my name is Ada Lovelace"
 BOOK_REJECTED = "Book a table for 2 people on 2031-06-02 at 19:30, my name is Grace Hopper"
 BOOK_PENDING = "Book a table for 4 people on 2031-06-03 at 18:00, my name is Alan Turing"
+BOOK_EDITED = "Book a table for 2 people on 2031-06-04 at 19:00, my name is Ada Lovelace"
 REPLY_1 = "Hello! I need a few details from you. What is your full name?"
 REPLY_2 = "Thanks! What is your email address?"
 
@@ -76,7 +78,9 @@ def test_approve_reject_and_reload_a_pending_interrupt(servers):
     server = servers(AGENT_OFFLINE_TOKEN_DELAY_MS="40")
     key = api_key_create(owner="alice")[1]
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    shots = {name: ARTIFACTS / f"chat-hitl-{name}.png" for name in ("pending", "answered", "refused", "reloaded")}
+    shots = {
+        name: ARTIFACTS / f"chat-hitl-{name}.png" for name in ("pending", "editing", "answered", "refused", "reloaded")
+    }
     for shot in shots.values():
         shot.unlink(missing_ok=True)
 
@@ -129,6 +133,30 @@ def test_approve_reject_and_reload_a_pending_interrupt(servers):
             expect(page.locator("#session-version")).to_have_text("2")
             approved_streams = list(watch.streams)
 
+            # Another session: Edit the party size, then approve the edited booking.
+            page.click("#new-session")
+            edited_session = page.input_value("#session-key")
+            send_chat_message(page, BOOK_EDITED)
+            card = page.locator("#transcript .msg.interrupt")
+            expect(card.locator('dd[data-arg="party_size"]')).to_have_text("2")
+            card.locator("button.edit").click()
+            party = card.locator('input.arg[data-arg="party_size"]')
+            expect(party).to_be_visible()
+            expect(card.locator('input.arg[data-arg="name"]')).to_be_focused()  # the first argument
+            expect(card.locator('dd[data-arg="party_size"]')).to_be_hidden()
+            party.fill("6")
+            expect(card.locator("button.approve")).to_have_text("Approve edited")
+            page.screenshot(path=str(shots["editing"]), full_page=True)
+            card.locator("button.approve").click()
+            expect(page.locator("#transcript .msg.assistant").last.locator(".text")).to_have_text(
+                re.compile(
+                    r"^Done! Your table for 6 on 2031-06-04 at 19:00 is booked under Ada Lovelace, reference BK-\w+\.$"
+                )
+            )
+            expect(card.locator(".note")).to_have_text("approved with edits")
+            expect(card.locator("input.arg")).to_have_count(0)
+            edited_streams = watch.streams[len(approved_streams) :]
+
             # Another session: Reject, with a reason.
             page.click("#new-session")
             expect(page.locator("#graph")).to_have_value("booking")  # the choice stays for new sessions
@@ -143,7 +171,7 @@ def test_approve_reject_and_reload_a_pending_interrupt(servers):
             )
             expect(card.locator(".note")).to_have_text("rejected: changed my mind")
             page.screenshot(path=str(shots["answered"]), full_page=True)
-            rejected_streams = watch.streams[len(approved_streams) :]
+            rejected_streams = watch.streams[len(approved_streams) + len(edited_streams) :]
 
             # A third session left waiting. A second tab opened before the
             # pause does not know of it: its message is refused with the
@@ -159,7 +187,7 @@ def test_approve_reject_and_reload_a_pending_interrupt(servers):
             send_chat_message(other, "Is there parking?")
             refused = other.locator("#transcript .msg.error")
             expect(refused.locator(".code")).to_have_text("interrupt_pending")
-            expect(refused.locator(".note")).to_contain_text("approve or reject it first")
+            expect(refused.locator(".note")).to_contain_text("approve, edit or reject it first")
             expect(other.locator('#transcript .msg.interrupt dd[data-arg="name"]')).to_have_text("Alan Turing")
             expect(other.locator("#message")).to_be_disabled()
             expect(other.locator("#message")).to_have_value("Is there parking?")  # given back
@@ -196,19 +224,29 @@ def test_approve_reject_and_reload_a_pending_interrupt(servers):
     bodies = [r.post_data_json for r in approved_streams]
     assert bodies == [
         {"text": BOOK_APPROVED, "client_mode": "chat", "need_form_update": True},
-        {"resume": {"action": "approve"}},
+        {"resume": {"decisions": [{"type": "approve"}]}},
+    ]
+    edited_args = {"name": "Ada Lovelace", "date": "2031-06-04", "time": "19:00", "party_size": 6}
+    assert [r.post_data_json for r in edited_streams] == [
+        {"text": BOOK_EDITED, "client_mode": "chat", "need_form_update": True},
+        {"resume": {"decisions": [{"type": "edit", "edited_action": {"name": "book_table", "args": edited_args}}]}},
     ]
     assert [r.post_data_json for r in rejected_streams] == [
         {"text": BOOK_REJECTED, "client_mode": "chat", "need_form_update": True},
-        {"resume": {"action": "reject", "reason": "changed my mind"}},
+        {"resume": {"decisions": [{"type": "reject", "message": "changed my mind"}]}},
     ]
-    keys = [r.headers["idempotency-key"] for r in approved_streams + rejected_streams]
-    assert all(UUID_RE.match(k) for k in keys) and len(set(keys)) == 4
+    keys = [r.headers["idempotency-key"] for r in approved_streams + edited_streams + rejected_streams]
+    assert all(UUID_RE.match(k) for k in keys) and len(set(keys)) == 6
 
-    # Exactly one booking, from the approved session; none from the others.
+    # Exactly one booking from the approved session, one from the edited
+    # one (as edited); none from the others.
     approved = AgentSession.objects.get(owner="alice", key="hitl-approve")
-    (booking,) = Booking.objects.all()
-    assert booking.session_id == approved.id and booking.name == "Ada Lovelace" and booking.party_size == 3
+    edited = AgentSession.objects.get(owner="alice", key=edited_session)
+    (booking,) = Booking.objects.filter(session_id=approved.id)
+    assert booking.name == "Ada Lovelace" and booking.party_size == 3
+    (booking,) = Booking.objects.filter(session_id=edited.id)
+    assert booking.party_size == 6 and str(booking.date) == "2031-06-04"
+    assert Booking.objects.count() == 2
     assert approved.graph == "booking" and approved.interrupt is None and approved.version == 2
     rejected = AgentSession.objects.get(owner="alice", key=rejected_session)
     assert rejected.interrupt is None and rejected.version == 2

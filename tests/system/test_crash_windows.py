@@ -377,7 +377,10 @@ def test_a_pause_survives_a_killed_server_and_resumes_once(launch, alice):
     with client_of(server, alice) as client:
         assert client.post("/api/sessions", json={"key": KEY, "graph": "booking"}).status_code == 201
         paused = committed(chat(client, "Book a table for 3 people on 2031-06-01 at 20:00, my name is Ada Lovelace"))
-    assert paused["status"] == "interrupted" and paused["interrupts"][0]["value"]["action"] == "book_table"
+    assert (
+        paused["status"] == "interrupted"
+        and paused["interrupts"][0]["value"]["action_requests"][0]["name"] == "book_table"
+    )
     server.kill()
     crashed_at = time.monotonic()
     assert checkpoint_rows(f"{session_row().id}:") > 0  # the pause is durable
@@ -387,7 +390,7 @@ def test_a_pause_survives_a_killed_server_and_resumes_once(launch, alice):
         expect_dropped(
             lambda: client.post(
                 f"/api/sessions/{KEY}/turns",
-                json={"resume": {"action": "approve"}},
+                json={"resume": {"decisions": [{"type": "approve"}]}},
                 headers={"Idempotency-Key": "ok-1"},
             )
         )
@@ -405,15 +408,17 @@ def test_a_pause_survives_a_killed_server_and_resumes_once(launch, alice):
         resumed = committed(
             client.post(
                 f"/api/sessions/{KEY}/turns",
-                json={"resume": {"action": "approve"}},
+                json={"resume": {"decisions": [{"type": "approve"}]}},
                 headers={"Idempotency-Key": "ok-1"},
             )
         )
         recovered_at = time.monotonic()
         again = client.post(
-            f"/api/sessions/{KEY}/turns", json={"resume": {"action": "approve"}}, headers={"Idempotency-Key": "ok-1"}
+            f"/api/sessions/{KEY}/turns",
+            json={"resume": {"decisions": [{"type": "approve"}]}},
+            headers={"Idempotency-Key": "ok-1"},
         )
-        late = client.post(f"/api/sessions/{KEY}/turns", json={"resume": {"action": "approve"}})
+        late = client.post(f"/api/sessions/{KEY}/turns", json={"resume": {"decisions": [{"type": "approve"}]}})
     assert resumed["status"] == "committed" and "booked" in resumed["reply"]
     assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
     assert (late.status_code, late.json()["error"]["code"]) == (409, "interrupt_resolved")

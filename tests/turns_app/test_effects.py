@@ -18,7 +18,7 @@ from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-APPROVE = {"resume": {"action": "approve"}}
+APPROVE = {"resume": {"decisions": [{"type": "approve"}]}}
 
 
 def bookings() -> list[Booking]:
@@ -124,7 +124,7 @@ async def test_cancelling_a_running_turn_drops_its_effects(api, script):
     assert await orm(bookings) == []
     # The pause is still there to answer.
     info = body(await api.call("GET", "/sessions/b1"))
-    assert info["interrupts"][0]["value"]["action"] == "book_table"
+    assert info["interrupts"][0]["value"]["action_requests"][0]["name"] == "book_table"
 
 
 def test_an_effect_nobody_registered_is_refused():

@@ -126,5 +126,6 @@ async def test_tool_calls_and_results_stream(app, api, alice):
     )
     assert result["tool_call_id"] == first_call["id"] and json.loads(result["content"])["available"] is True
     assert booking_call["name"] == "book_table" and booking_call["args"]["name"] == "Ada Lovelace"
-    assert interrupt["value"]["action"] == "book_table" and interrupt["value"]["tool_call_id"] == booking_call["id"]
+    (asked,) = interrupt["value"]["action_requests"]
+    assert (asked["name"], asked["args"]) == ("book_table", booking_call["args"])
     assert events[-1].json["status"] == "interrupted" and events[-1].json["interrupts"] == [interrupt]

@@ -57,12 +57,18 @@ async def test_an_interrupt_is_a_committed_pause_shown_everywhere(api, script):
     paused = await pause_booking(api, "b1")
     assert paused["status"] == "interrupted" and paused["version"] == 1
     (interrupt,) = paused["interrupts"]
-    assert interrupt["value"]["args"] == {
+    # LangChain's human-in-the-loop request, as agent-chat-ui reads it.
+    (request,) = interrupt["value"]["action_requests"]
+    assert request["name"] == "book_table" and request["args"] == {
         "name": "Ada Lovelace",
         "date": "2031-05-01",
         "time": "19:30",
         "party_size": 2,
     }
+    assert "Ada Lovelace" in request["description"]
+    assert interrupt["value"]["review_configs"] == [
+        {"action_name": "book_table", "allowed_decisions": ["approve", "edit", "reject"]}
+    ]
     info = body(await api.call("GET", "/sessions/b1"))
     assert info["version"] == 1 and info["interrupts"] == [interrupt]
     log = body(await api.call("GET", "/sessions/b1/turns"))
@@ -74,9 +80,30 @@ async def test_an_interrupt_is_a_committed_pause_shown_everywhere(api, script):
     assert body(refused)["error"]["details"]["interrupts"] == [interrupt]
 
 
+GRACE = {"name": "Grace Hopper", "date": "2031-05-01", "time": "19:30", "party_size": 5}
+
+
 @pytest.mark.parametrize(
     "answer, booked",
     [
+        ({"decisions": [{"type": "approve"}]}, ("Ada Lovelace", 2)),
+        (
+            {"decisions": [{"type": "edit", "edited_action": {"name": "book_table", "args": GRACE}}]},
+            ("Grace Hopper", 5),
+        ),
+        # agent-chat-ui's edit form sends every argument back as a string.
+        (
+            {
+                "decisions": [
+                    {"type": "edit", "edited_action": {"name": "book_table", "args": {**GRACE, "party_size": "5"}}}
+                ]
+            },
+            ("Grace Hopper", 5),
+        ),
+        ({"decisions": [{"type": "reject", "message": "changed my mind"}]}, None),
+        # One decision alone, for the one action asked about.
+        ({"type": "approve"}, ("Ada Lovelace", 2)),
+        # agentsite's older answers, translated to the decisions above.
         ({"action": "approve"}, ("Ada Lovelace", 2)),
         ({"action": "edit", "args": {"party_size": 5, "name": "Grace Hopper"}}, ("Grace Hopper", 5)),
         ({"action": "reject", "reason": "changed my mind"}, None),
@@ -101,12 +128,46 @@ async def test_resume_approve_edit_reject(api, script, answer, booked):
     assert len(await orm(lambda: list(Booking.objects.all()))) == (0 if booked is None else 1)
 
 
-@pytest.mark.parametrize("answer", [{"action": "reject"}, {"action": "reject", "reason": ""}])
+@pytest.mark.parametrize(
+    "answer",
+    [{"decisions": [{"type": "reject"}]}, {"decisions": [{"type": "reject", "message": " "}]}, {"action": "reject"}],
+)
 async def test_a_reject_needs_no_reason(api, script, answer):
     await pause_booking(api, "b1")
     done = body(await resume(api, "b1", answer))
     assert done["status"] == "committed" and "not booked" in done["reply"]
     assert "was not approve, edit or reject" not in done["reply"]
+    assert await orm(lambda: list(Booking.objects.all())) == []
+
+
+@pytest.mark.parametrize(
+    "answer, why",
+    [
+        ("yes", "was not approve, edit or reject"),
+        ({"action": "maybe"}, "was not approve, edit or reject"),
+        ({"decisions": [{"type": "respond", "message": "booked by phone"}]}, "was not approve, edit or reject"),
+        ({"decisions": [{"type": "approve"}, {"type": "approve"}]}, "2 decisions for 1 actions"),
+        ({"decisions": [{"type": "edit", "edited_action": {"name": "book_table"}}]}, "needs edited_action"),
+        (
+            {"decisions": [{"type": "edit", "edited_action": {"name": "check_availability", "args": {}}}]},
+            "not the action",
+        ),
+    ],
+)
+async def test_an_answer_that_cannot_be_read_books_nothing(api, script, answer, why):
+    """Never a booking on an unclear answer, and never a failed turn either:
+    the graph reads it as a reject, and says why."""
+    await pause_booking(api, "b1")
+    done = body(await resume(api, "b1", answer))
+    assert done["status"] == "committed" and "not booked" in done["reply"] and why in done["reply"], done
+    assert await orm(lambda: list(Booking.objects.all())) == []
+
+
+async def test_an_edit_the_booking_cannot_take_is_reported(api, script):
+    await pause_booking(api, "b1")
+    edit = {"type": "edit", "edited_action": {"name": "book_table", "args": {**GRACE, "party_size": 40}}}
+    done = body(await resume(api, "b1", {"decisions": [edit]}))
+    assert done["status"] == "committed" and "not booked" in done["reply"], done
     assert await orm(lambda: list(Booking.objects.all())) == []
 
 

@@ -174,7 +174,10 @@ def test_move_copies_everything_and_conversations_continue_on_the_target(alice, 
         said = [m["content"] for m in http.get("/sessions/intake-0/messages").json() if m["role"] == "user"]
         assert said == ["Hi, I am Ada Lovelace0", "ada0@example.com", "2031-05-01"]
         # The pause waits on the target, and resumes there, exactly once.
-        assert http.get("/sessions/b-paused").json()["interrupts"][0]["value"]["action"] == "book_table"
+        assert (
+            http.get("/sessions/b-paused").json()["interrupts"][0]["value"]["action_requests"][0]["name"]
+            == "book_table"
+        )
         resumed = http.post("/sessions/b-paused/turns", json={"resume": {"action": "approve"}}).json()
         assert resumed["status"] == "committed", resumed
         assert resumed["version"] == session["b-paused"]["version"] + 1
