@@ -18,7 +18,7 @@ from django.utils import timezone
 from core import rows
 from core.errors import TooManySessions
 from sessions_app.models import AgentSession, OwnerSessionCount
-from sessions_app.validation import default_form, stage_for
+from sessions_app.validation import default_form_for, stage_for
 
 # The owner's live sessions as the database keeps count of them
 # (OwnerSessionCount): one row read, however many sessions the owner has.
@@ -49,9 +49,10 @@ def check_session_quota(*, owner: str) -> None:
 
 
 def new_session(*, owner: str, key: str, graph: str | None = None) -> AgentSession:
-    """A session with this key (default form, `graph` or AGENT_GRAPH), not
-    yet inserted: see `insert_under_quota`."""
-    return AgentSession(owner=owner, key=key, form=default_form(), graph=graph or settings.AGENT_GRAPH)
+    """A session with this key (`graph` or AGENT_GRAPH, with its default
+    form), not yet inserted: see `insert_under_quota`."""
+    graph = graph or settings.AGENT_GRAPH
+    return AgentSession(owner=owner, key=key, form=default_form_for(graph), graph=graph)
 
 
 def revive(session: AgentSession, *, form: list, metadata: dict, graph: str) -> None:

@@ -46,6 +46,7 @@ from sessions_app.validation import (
     check_graph,
     check_metadata,
     default_form,
+    default_form_for,
     stage_for,
 )
 
@@ -62,6 +63,7 @@ __all__ = [
     "check_metadata",
     "check_session_quota",
     "default_form",
+    "default_form_for",
     "hash_api_key",
     "insert_under_quota",
     "inserted",
@@ -91,7 +93,7 @@ def revive_if_deleted(locked: LockedSession) -> None:
     if not session.is_deleted:
         return
     check_session_quota(owner=session.owner)
-    revive(session, form=default_form(), metadata={}, graph=settings.AGENT_GRAPH)
+    revive(session, form=default_form_for(settings.AGENT_GRAPH), metadata={}, graph=settings.AGENT_GRAPH)
     session.save(update_fields=REVIVED_FIELDS)
 
 
@@ -110,9 +112,9 @@ def session_insert(
     """session_create inside the caller's transaction, for services that
     must create a session and more in one commit (a fork and its turns)."""
     key = check_session_key(key) if key is not None else uuid.uuid4().hex
-    clean_form = check_form(form) if form is not None else default_form()
-    clean_metadata = check_metadata(metadata)
     clean_graph = check_graph(graph)
+    clean_form = check_form(form) if form is not None else default_form_for(clean_graph)
+    clean_metadata = check_metadata(metadata)
     existing = AgentSession.objects.select_for_update().filter(owner=owner, key=key).first()
     if existing is not None and not existing.is_deleted:
         raise SessionExists()

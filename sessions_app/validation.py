@@ -11,12 +11,30 @@ from django.conf import settings
 
 from core.errors import InvalidForm, UnknownGraph, ValidationFailed
 from graphs.intake import form_spec
+from graphs.runtime.registry import UnknownGraph as UnregisteredGraph
+from graphs.runtime.registry import fills_fields
 
 METADATA_MAX_BYTES = 16_384
 
 
 def default_form() -> list[dict[str, Any]]:
     return form_spec.form_to_json(form_spec.DEFAULT_FORM)
+
+
+def default_form_for(graph: str) -> list[dict[str, Any]]:
+    """A new session's form: the default one for a graph that fills fields
+    (a `fields` channel), none for the others — a form nobody fills would
+    show its required fields as missing forever."""
+    return default_form() if fills_fields(graph) else []
+
+
+def graph_fills_fields(graph: str) -> bool:
+    """Whether a session's graph fills its form; a graph no longer
+    registered is taken to (its stored form is then shown as it is)."""
+    try:
+        return fills_fields(graph)
+    except UnregisteredGraph:
+        return True
 
 
 def check_form(raw: Any) -> list[dict[str, Any]]:

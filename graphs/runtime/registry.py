@@ -129,6 +129,17 @@ def graph_for(name: str, checkpointer: BaseCheckpointSaver) -> Pregel:
     return graph
 
 
+@functools.cache
+def _fills_fields(name: str, path: str) -> bool:
+    return FIELDS in build_graph(name, checkpointer=None).channels
+
+
+def fills_fields(name: str) -> bool:
+    """Whether graph `name` has a `fields` channel: only then does a session
+    running it carry a form (built once per registration)."""
+    return _fills_fields(name, settings.AGENT_GRAPHS[check_graph_name(name)])
+
+
 def describe(name: str) -> dict[str, Any]:
     """Name and JSON Schemas of a registered graph (GET /api/graphs)."""
     graph = build_graph(name, checkpointer=None)

@@ -42,6 +42,7 @@ from sessions_app.admin.session_turns import session_turns
 from sessions_app.admin.set_fields import SetFieldsAdmin
 from sessions_app.models import AgentSession
 from sessions_app.services import session_delete
+from sessions_app.validation import graph_fills_fields
 
 
 def _shown_message(message: dict) -> str:
@@ -161,6 +162,10 @@ class AgentSessionAdmin(SetFieldsAdmin):
     @admin.display(description="fields")
     def fields_table(self, session: AgentSession) -> str:
         values = session.fields or {}
+        if not values and not graph_fills_fields(session.graph):
+            # A session made before forms went only to graphs with a `fields`
+            # channel keeps the default form: nothing will ever fill it.
+            return format_html('<p class="agentsite-empty">{}</p>', f"The {session.graph} graph fills no fields.")
         specs = {spec.get("name"): spec for spec in session.form or []}
         rows = []
         for name, spec in specs.items():
