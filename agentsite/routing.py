@@ -9,6 +9,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter
 from django.core.asgi import get_asgi_application
 from django.urls import re_path
 
+from core.http.admission import admit
 from core.http.edge import Edge
 from core.http.inflight import requests
 
@@ -63,7 +64,9 @@ def build_application():
         }
     )
     # The edge wraps everything: consumers, API, admin and chat page alike;
-    # counted, so a graceful stop can wait for the responses in flight.
+    # counted, so a graceful stop can wait for the responses in flight;
+    # reads admitted a few at a time (core.http.admission), inside the
+    # edge: a refused body or host waits for no place.
     # channels-stubs type the router's scope as asgiref's TypedDicts; the edge
     # hands it the server's scope dict as it came.
-    return requests.track(Edge(router))  # type: ignore[arg-type]
+    return requests.track(Edge(admit(router)))  # type: ignore[arg-type]

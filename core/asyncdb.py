@@ -125,6 +125,21 @@ def db_threads() -> int:
     return pool.get("max_size", 8) if isinstance(pool, dict) else 8
 
 
+def _probe_executor() -> ThreadPoolExecutor:
+    global _probe_threads
+    if _probe_threads is None:
+        with _threads_lock:
+            if _probe_threads is None:
+                _probe_threads = ThreadPoolExecutor(max_workers=PROBE_THREADS, thread_name_prefix="agentsite-probe")
+    return _probe_threads
+
+
+# Health probes only: a load balancer polls one at a time, and a second
+# thread covers a probe that hangs on a database that went away.
+PROBE_THREADS = 2
+_probe_threads: ThreadPoolExecutor | None = None
+
+
 async def db(fn: Callable[..., T], /, **kwargs: Any) -> T:
     """Run a sync service on a database thread; a database that is down
     becomes `StorageUnavailable` (503), never a 500.
@@ -133,9 +148,21 @@ async def db(fn: Callable[..., T], /, **kwargs: Any) -> T:
     queue behind other blocking work. A plain executor hop, not
     `sync_to_async`: a turn may outlive the request whose thread that would
     pin it to, and the hop is cheaper (docs/field-notes.md, "Async Django")."""
+    return await _run(_executor(), fn, kwargs)
+
+
+async def probe(fn: Callable[..., T], /, **kwargs: Any) -> T:
+    """`db(fn)` on threads of its own, for the health probe: the shared
+    threads serve steps first come, first served, so behind a burst of
+    requests a probe queued for seconds and a load balancer took a busy
+    server for a dead one (docs/operations.md, "Health")."""
+    return await _run(_probe_executor(), fn, kwargs)
+
+
+async def _run(executor: ThreadPoolExecutor, fn: Callable[..., T], kwargs: dict[str, Any]) -> T:
     context = contextvars.copy_context()
     try:
-        return await asyncio.get_running_loop().run_in_executor(_executor(), context.run, _call, fn, kwargs)
+        return await asyncio.get_running_loop().run_in_executor(executor, context.run, _call, fn, kwargs)
     except ApiError:
         raise
     except Exception as exc:

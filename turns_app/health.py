@@ -14,7 +14,7 @@ from django.db import connection
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from core.asyncdb import db
+from core.asyncdb import probe
 from turns_app import shutdown
 from turns_app.checkpoint_tables import schema_problem
 
@@ -41,7 +41,7 @@ async def health(request: HttpRequest) -> Status:
         # A load balancer stops sending here while running turns finish.
         return Status(503, {"status": "stopping", "database": "unknown", "checkpointer": "unknown"})
     try:
-        checks = await asyncio.wait_for(db(_probe), PROBE_SECONDS)
+        checks = await asyncio.wait_for(probe(_probe), PROBE_SECONDS)
     except TimeoutError:
         checks = {"database": f"unavailable: no answer within {PROBE_SECONDS:g} s", "checkpointer": "unknown"}
     except Exception as exc:
