@@ -159,8 +159,8 @@ def test_booking_pauses_with_its_interrupt(remote):
     booking, config = remote("booking"), thread()
     out = booking.invoke(human(BOOKING_TEXT), config, version="v2")
     [pending] = out.interrupts
-    assert pending.value["action"] == "book_table"
-    assert pending.value["args"]["name"] == "Ada Lovelace"
+    [asked] = pending.value["action_requests"]  # LangChain's human-in-the-loop request
+    assert asked["name"] == "book_table" and asked["args"]["name"] == "Ada Lovelace"
     state = booking.get_state(config)
     assert state.next
     assert state.tasks[0].interrupts[0].id == pending.id
@@ -169,7 +169,7 @@ def test_booking_pauses_with_its_interrupt(remote):
 def test_booking_resumes_with_a_command(remote):
     booking, config = remote("booking"), thread()
     booking.invoke(human(BOOKING_TEXT), config)
-    done = booking.invoke(Command(resume={"action": "approve"}), config)
+    done = booking.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
     assert "BK-" in done["messages"][-1]["content"]
     assert booking.get_state(config).next == ()
 
