@@ -12,8 +12,10 @@ compared, by test_readme_example.py.)"""
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -49,6 +51,28 @@ result = eval(code, {"__name__": "__main__"})
 if asyncio.iscoroutine(result):
     asyncio.run(result)
 """
+
+
+def run_in_own_group(args: list[str], *, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess:
+    """`args` in a process group of its own, which is killed whatever
+    happens (a timeout, a failed assertion): curl and manage.py children too."""
+    process = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(stdin, timeout=SECONDS)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return subprocess.CompletedProcess(args, process.returncode, out, err)
 
 
 def blocks(text: str) -> list[tuple[str, str]]:
@@ -102,27 +126,10 @@ def test_the_walkthrough_runs_as_printed_on_a_fresh_server(servers):
         else:
             python.append((where, code))
     script = "\n".join(shell)
-    ran = subprocess.run(
-        ["bash", "-c", script],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=SECONDS,
-        start_new_session=True,
-    )
+    ran = run_in_own_group(["bash", "-c", script], env=env)
     assert ran.returncode == 0, f"stdout:\n{ran.stdout}\nstderr:\n{ran.stderr}"
 
     key = api_key_create(owner="alice")[1]
     for where, code in python:
-        ran = subprocess.run(
-            [sys.executable, "-c", PYTHON_RUNNER],
-            input=code,
-            cwd=ROOT,
-            env={**env, "KEY": key},
-            capture_output=True,
-            text=True,
-            timeout=SECONDS,
-            start_new_session=True,
-        )
+        ran = run_in_own_group([sys.executable, "-c", PYTHON_RUNNER], env={**env, "KEY": key}, stdin=code)
         assert ran.returncode == 0, f"{where}:\n{textwrap.indent(ran.stdout + ran.stderr, '  ')}"
