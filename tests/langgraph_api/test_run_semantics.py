@@ -175,6 +175,13 @@ async def test_an_interrupt_in_wait_and_join_then_resume_through_remote_graph(se
         assert out["log"][-2:] == ["answer:yes", "second"]
         assert (await client.threads.get(tid))["status"] == "idle"
         assert await status_of(client.runs.wait(tid, "steps", command={"resume": "again"})) == 409
+        # A new input while interrupt() waits: the interrupt is dropped, a new
+        # run starts from the paused state.
+        paused = await client.runs.wait(tid, "steps", input={"note": "ask"})
+        assert paused["__interrupt__"][0]["value"] == "ok?"
+        values = await client.runs.wait(tid, "steps", input={"note": "skip"})
+        assert values["log"][-4:] == ["second", "first", "first", "second"]
+        assert "__interrupt__" not in values and (await client.threads.get(tid))["status"] == "idle"
 
 
 async def test_state_updates_as_a_node_are_turns(server, alice):
@@ -206,9 +213,14 @@ async def test_state_updates_as_a_node_are_turns(server, alice):
             await client.threads.update_state(tid, {"note": "x"}, as_node="no-such-node")
         done = await client.runs.wait(tid, "steps", input=None)
         assert done["log"] == ["first", "second", "by hand", "second"]
-        # Without as_node: written, nothing left to run.
-        await client.threads.update_state(tid, {"note": "set"})
+        # Without as_node: written, nothing left to run. With an
+        # Idempotency-Key, a retry is the same turn, replayed.
+        key = {"Idempotency-Key": "note-1"}
+        first = await client.threads.update_state(tid, {"note": "set"}, headers=key)
+        again = await client.threads.update_state(tid, {"note": "set"}, headers=key)
+        assert first == again
         assert (await client.threads.get_state(tid))["values"]["note"] == "set"
         assert await orm(lambda: session_of(tid).interrupt) is None
+        assert await orm(lambda: session_of(tid).version) == version + 3
     turns = await orm(lambda: list(AgentTurn.objects.filter(session__key=tid).order_by("number")))
     assert [t.status for t in turns] == ["committed", "interrupted", "committed", "committed"]
