@@ -66,9 +66,14 @@ class StartedRun:
     def content_location(self) -> str:
         # Relative and without our /langgraph prefix: both SDKs append it to
         # the URL they were given.
-        return f"/runs/{self.run_id}" if self.stateless else f"/threads/{self.key}/runs/{self.run_id}"
+        return f"/threads/{self.key}/runs/{self.run_id}"
 
     def headers(self, *, tail: str) -> list[tuple[bytes, bytes]]:
+        """Where the run lives. A stateless run's thread is deleted when the
+        run ends (on_completion delete), so no URL of it would outlive the
+        answer: none is given. A kept one is a thread like any other."""
+        if self.delete_after:
+            return []
         return [
             (b"content-location", self.content_location.encode()),
             (b"location", f"{self.content_location}/{tail}".encode()),

@@ -240,3 +240,29 @@ async def test_a_missing_trailing_slash_redirects_keeping_the_method(settings, d
     answer = await call(method, path + "?x=1", {} if method != "GET" else None)
     assert answer.status == (301 if method == "GET" else 308), answer
     assert answer.headers["location"] == path + "/?x=1"
+
+
+# --- where a stateless run lives ----------------------------------------------------------
+
+
+def _prefixed(location: str) -> str:
+    # The headers are relative to the protocol's root, as the SDKs join them.
+    return "/langgraph" + location
+
+
+@pytest.mark.parametrize("path", ["/langgraph/runs/wait", "/langgraph/runs", "/langgraph/runs/stream"])
+async def test_a_stateless_run_names_no_url_that_will_not_exist(alice, path):
+    run = {"assistant_id": "intake", "input": {"messages": [{"role": "user", "content": "hi"}]}}
+    thrown_away = await call("POST", path, run, key=alice)
+    assert thrown_away.status == 200, thrown_away
+    assert "location" not in thrown_away.headers and "content-location" not in thrown_away.headers
+
+    kept = await call("POST", path, {**run, "on_completion": "keep"}, key=alice)
+    assert kept.status == 200, kept
+    content_location = kept.headers["content-location"]
+    assert kept.headers["location"].startswith(content_location + "/")
+    # The run's URL and the one to join it both answer, once it is over too.
+    assert (await call("GET", _prefixed(content_location) + "/join", key=alice)).status == 200
+    for url in (content_location, kept.headers["location"]):
+        answer = await call("GET", _prefixed(url), key=alice)
+        assert answer.status == 200, (url, answer)
