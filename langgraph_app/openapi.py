@@ -102,7 +102,7 @@ STATUSES: dict[str, dict[int, list[C]]] = {
     "get /threads/{thread_id}/runs/{run_id}": RUN,
     "get /threads/{thread_id}/runs/{run_id}/join": RUN,
     "get /threads/{thread_id}/runs/{run_id}/stream": RUN,
-    "post /threads/{thread_id}/runs/{run_id}/cancel": {**RUN, 409: [C.TURN_COMMITTED]},
+    "post /threads/{thread_id}/runs/{run_id}/cancel": RUN,
     "post /runs": RUN_START,
     "post /runs/wait": RUN_START,
     "post /runs/stream": RUN_START,

@@ -5,12 +5,13 @@ twins are consumers (consumers.py)."""
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from django.http import HttpResponse, JsonResponse
 from ninja import Router
 
 from core.asyncdb import db
-from core.errors import TurnNotFound, ValidationFailed
+from core.errors import TurnCommitted, TurnNotFound, ValidationFailed
 from langgraph_app import run_records, runs
 from langgraph_app.auth import AuthedRequest
 from langgraph_app.errors import run_not_found
@@ -100,11 +101,19 @@ async def cancel_run(request: AuthedRequest, thread_id: str, run_id: str):
     action = request.GET.get("action") or "interrupt"
     if action not in ("interrupt", "rollback"):
         raise ValidationFailed("action must be interrupt or rollback")
-    run_uuid = run_records.parse_run_id(run_id)
+    # As LangGraph's server answers a cancel: a run id that is no UUID is a
+    # 422, an unknown run a 404, and a run that already ended is cancelled
+    # already (202, or 204 with wait): nothing of it changes.
+    try:
+        run_uuid = UUID(run_id)
+    except ValueError:
+        raise ValidationFailed("Invalid run ID: must be a UUID") from None
     try:
         await db(run_records.run_cancel, owner=request.auth.owner, key=thread_id, run_id=run_uuid)
     except TurnNotFound:
         raise run_not_found(run_id) from None
+    except TurnCommitted:
+        pass
     if flag(request, "wait"):
         # The abort is committed already; wait for the run's final event.
         await runs.final_event(run_uuid)

@@ -266,3 +266,24 @@ async def test_a_stateless_run_names_no_url_that_will_not_exist(alice, path):
     for url in (content_location, kept.headers["location"]):
         answer = await call("GET", _prefixed(url), key=alice)
         assert answer.status == 200, (url, answer)
+
+
+# --- cancel, as LangGraph's server answers it -------------------------------------------------
+
+
+async def test_cancel_answers_what_langgraph_api_answers(alice):
+    run = {"assistant_id": "intake", "input": {"messages": [{"role": "user", "content": "hi"}]}}
+    done = await call("POST", "/langgraph/threads/t3/runs/wait", {**run, "if_not_exists": "create"}, key=alice)
+    assert done.status == 200, done
+    run_id = done.headers["content-location"].rsplit("/", 1)[1]
+    before = await rows()
+    # A run that already ended is cancelled already: nothing of it changes.
+    assert (await call("POST", f"/langgraph/threads/t3/runs/{run_id}/cancel", key=alice)).status == 202
+    assert (await call("POST", f"/langgraph/threads/t3/runs/{run_id}/cancel?wait=1", key=alice)).status == 204
+    assert await rows() == before
+    status = await call("GET", f"/langgraph/threads/t3/runs/{run_id}", key=alice)
+    assert status.json()["status"] == "success"
+    unknown = await call("POST", f"/langgraph/threads/t3/runs/{RUN_ID}/cancel", key=alice)
+    assert_protocol_error(unknown, 404, "turn_not_found")
+    not_a_uuid = await call("POST", "/langgraph/threads/t3/runs/nope/cancel", key=alice)
+    assert_protocol_error(not_a_uuid, 422, "validation_error")
