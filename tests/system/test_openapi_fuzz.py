@@ -1,6 +1,9 @@
-"""The OpenAPI schema against the running server (docs/api.md, "Overview"):
-schemathesis, every check, its coverage, fuzzing and stateful phases, against
-a real daphne process on the test database — through the edge, the server
+"""Both OpenAPI documents (/api/ and /langgraph/) against the running server
+(docs/api.md, "Overview"; docs/agent-protocol.md, "Streams and errors"):
+schemathesis, every check, its coverage, fuzzing and stateful phases, with an
+API key: no 5xx, no undocumented status, no valid request refused outside the
+documented 4xx, no invalid one accepted. Against a real daphne process on
+the test database — through the edge, the server
 guard and the SSE consumers, which an in-process ASGI run would partly skip.
 
 Bounded: a fixed number of examples per operation and a fixed seed, so a
@@ -47,7 +50,16 @@ checks.ensure_resource_availability.enabled = false
 """
 
 
-def test_schemathesis_runs_clean(servers, tmp_path):
+# Each document with its own security scheme's header: schemathesis fills
+# in a scheme it is not given, and a made-up x-api-key wins over a bearer.
+DOCUMENTS = {
+    "/api/openapi.json": "Authorization: Bearer {key}",
+    "/langgraph/openapi.json": "x-api-key: {key}",
+}
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_schemathesis_runs_clean(servers, tmp_path, document):
     server = servers()
     key = api_key_create(owner="fuzz")[1]
     config = tmp_path / "schemathesis.toml"
@@ -57,11 +69,11 @@ def test_schemathesis_runs_clean(servers, tmp_path):
         "--config-file",
         str(config),
         "run",
-        f"{server.url}/api/openapi.json",
+        f"{server.url}{document}",
         "--phases",
         "coverage,fuzzing,stateful",
         "--header",
-        f"Authorization: Bearer {key}",
+        DOCUMENTS[document].format(key=key),
         "--max-examples",
         str(MAX_EXAMPLES),
         "--seed",
