@@ -3,12 +3,15 @@ claimed turn, turn what it streams into turn events, and propose an Outcome.
 
 Any registered graph runs here unchanged (graphs.runtime.registry has the
 contract): the turn starts from the session's committed state — the
-conversation up to the head turn, the head turn's other channel values, and
+conversation up to its parent turn, that turn's other channel values, and
 the session row's form, fields and stage for the channels of those names —
 on a checkpoint thread of its own, held in memory
-(graphs.runtime.run_checkpoints). Nothing is written while the graph runs;
-a run that pauses (`interrupt()`) has its checkpoint written before the turn
-commits, so a resume finds it from any process, after any restart. The
+(graphs.runtime.run_checkpoints), or from the pause it answers, on the
+paused run's checkpoint. What the graph is handed (input, Command, state
+update) is graph_input's; the Outcome, graph_outcome's. Nothing is written
+while the graph runs; a run that pauses (`interrupt()`, a breakpoint, a
+state update with tasks left) has its checkpoint written before the turn
+commits, so what comes next finds it from any process, after any restart. The
 runner knows no node names: `delta`s come from every node's AI message
 chunks (LangGraph leaves out those tagged `nostream`), `tool_call` and
 `tool_result` from the messages nodes add, `fields` from updates of the
@@ -33,11 +36,9 @@ from graphs.runtime.registry import FIELDS, MESSAGES, REJECTED, GraphShape, grap
 from graphs.runtime.run_checkpoints import RunCheckpoints
 from graphs.runtime.savers import get_saver
 from turns_app import faults, graph_input, history
-from turns_app.graph_outcome import Fields, GraphContractError, Pause, outcome, shown, to_json
+from turns_app.graph_outcome import Fields, Pause, outcome, shown
 from turns_app.stream_parts import NativeParts
 from turns_app.types import Claim, Outcome
-
-__all__ = ["GraphContractError", "run_checkpoints", "run_graph", "to_json"]
 
 logger = logging.getLogger(__name__)
 
