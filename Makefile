@@ -73,7 +73,9 @@ data-dir:
 
 # --- the service ---------------------------------------------------------------
 
+# A second server on the SQLite file is refused first, before migrate touches it.
 run: $(RUN_STAMP) data-dir
+	@$(VENV_PY) -m agentsite.cli
 	$(VENV_PY) manage.py migrate --noinput
 	$(VENV_PY) manage.py runserver $(HOST):$(PORT)
 

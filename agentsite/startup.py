@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 
 from agentsite import graceful_stop
+from agentsite.cli import already_serving
 from core.database import (
     explain_connect_error,
     is_postgres,
@@ -65,11 +66,7 @@ def lock_sqlite_file() -> None:
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()
-        raise StartupError(
-            f"another agentsite server (pid {holder}) is already serving {name}. "
-            "SQLite mode allows one server process per database file; stop it, "
-            "or use PostgreSQL (DATABASE_URL=postgres://…) to run several."
-        ) from None
+        raise StartupError(already_serving(name, holder)) from None
     handle.seek(0)
     handle.truncate()
     handle.write(str(os.getpid()))
