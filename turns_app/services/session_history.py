@@ -109,9 +109,10 @@ def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) ->
     with transaction.atomic(durable=True):
         fork = session_insert(owner=owner, key=new_key, form=source.form, metadata=source.metadata, graph=source.graph)
         fork = session_lock(session_id=fork.id).session
-        # A revived tombstone (its epoch moved by the delete) kept its
-        # version; the revival is a write of its own, then one per turn.
-        start = fork.version + 1 if fork.epoch > 1 else fork.version
+        # Where the key's versions stand: 0 for a new session, a revived
+        # tombstone's version moved on by its revival (sessions_app's
+        # revive); one more per copied turn from there, never back.
+        start = fork.version
         parent = None
         for number, original_id in enumerate(chain, start=1):
             original = turns[original_id]
