@@ -113,7 +113,7 @@ def session_insert(
     must create a session and more in one commit (a fork and its turns)."""
     key = check_session_key(key) if key is not None else uuid.uuid4().hex
     clean_graph = check_graph(graph)
-    clean_form = check_form(form) if form is not None else default_form_for(clean_graph)
+    clean_form = check_form(form, clean_graph) if form is not None else default_form_for(clean_graph)
     clean_metadata = check_metadata(metadata)
     existing = AgentSession.objects.select_for_update().filter(owner=owner, key=key).first()
     if existing is not None and not existing.is_deleted:

@@ -37,7 +37,13 @@ def graph_fills_fields(graph: str) -> bool:
         return True
 
 
-def check_form(raw: Any) -> list[dict[str, Any]]:
+def check_form(raw: Any, graph: str) -> list[dict[str, Any]]:
+    """A form sent for a session running `graph`. An empty one is what a
+    graph without a `fields` channel gets by default, so it is valid for
+    such a graph (and a fork or copy of its session keeps it); a graph that
+    fills fields needs at least one."""
+    if raw == [] and not fills_fields(graph):
+        return []
     try:
         form_spec.check_form_size(raw)
         return form_spec.form_to_json(form_spec.parse_form(raw))
