@@ -27,6 +27,14 @@ def last_line(result) -> str:
     return lines[-1] if lines else ""
 
 
+def assert_prompt(took: float, tmp_path: Path) -> None:
+    """Prompt: within PROMPT_SECONDS of a refusal that waits for nothing (an
+    unmigrated SQLite file), timed now, so a loaded machine's slow start of
+    Python and Django counts on both sides and only waiting shows."""
+    _, baseline = timed(["-c", "import agentsite.asgi"], f"sqlite:///{tmp_path / 'baseline.sqlite3'}")
+    assert took < baseline + PROMPT_SECONDS, (took, baseline)
+
+
 def timed(args: list[str], url: str, **env):
     start = time.monotonic()
     result = run(args, url, **env)
@@ -99,27 +107,27 @@ def test_the_default_data_folder_is_created(tmp_path):
 
 
 @pytest.mark.postgres_only
-def test_unreachable_postgres_answers_fast_with_where_and_what(transactional_db):
+def test_unreachable_postgres_answers_fast_with_where_and_what(transactional_db, tmp_path):
     result, took = timed(["manage.py", "migrate", "--noinput"], pg_url("agentsite", port=1))
     assert_refused(result, "cannot reach PostgreSQL", ":1", '"agentsite"', "DATABASE_URL")
-    assert took < PROMPT_SECONDS, took
+    assert_prompt(took, tmp_path)
 
 
 @pytest.mark.postgres_only
-def test_a_missing_postgres_database_says_createdb(transactional_db):
+def test_a_missing_postgres_database_says_createdb(transactional_db, tmp_path):
     name = f"agentsite_missing_{uuid.uuid4().hex[:8]}"
     host = connection.settings_dict.get("HOST") or "127.0.0.1"
     for args in (["manage.py", "migrate", "--noinput"], ["manage.py", "create_api_key", "x"]):
         result, took = timed(args, pg_url(name))
         assert_refused(result, f'no database "{name}"', f"createdb -h {host}", name, "migrate")
-        assert took < PROMPT_SECONDS, took
+        assert_prompt(took, tmp_path)
 
 
 @pytest.mark.postgres_only
-def test_a_server_refuses_fast_when_postgres_is_unreachable(transactional_db):
+def test_a_server_refuses_fast_when_postgres_is_unreachable(transactional_db, tmp_path):
     result, took = timed(["-c", "import agentsite.asgi"], pg_url("agentsite", port=1))
     assert_refused(result, "cannot start", "cannot reach PostgreSQL")
-    assert took < PROMPT_SECONDS, took
+    assert_prompt(took, tmp_path)
 
 
 @pytest.mark.parametrize("command", [["create_api_key", "alice"], ["revoke_api_key", "abc"], ["sweep_checkpoints"]])

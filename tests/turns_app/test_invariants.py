@@ -125,8 +125,11 @@ async def test_commit_after_lost_lease_is_stale(api, script, settings, monkeypat
     try:
         slow = asyncio.ensure_future(api.chat("s1", "ada@example.com"))
         await asyncio.to_thread(script.reply_started.wait, 5)
-        await asyncio.sleep(0.4)  # the lease expires
+        await asyncio.sleep(0.4)  # the lease expires (it was set before the reply started)
         monkeypatch.setattr(execution.LeaseKeeper, "_keep", original)
+        # The next turn gets a lease a loaded machine's late renewal cannot
+        # lose: only the hung turn's lease is meant to run out here.
+        settings.AGENT_TURN_LEASE_SECONDS = 30
         script.gate = None  # the next turn runs freely...
         fast = await api.chat("s1", "2031-01-02")
     finally:
