@@ -4,8 +4,9 @@ read through turns_app's and sessions_app's selectors); async callers go
 through `core.asyncdb.db`.
 
 A session's history in the protocol's terms, per epoch: the start; for each
-finished turn, the state just before its reply (its user message added —
-what a regenerate starts from; a resume has none) and the state after it;
+finished turn, the state just before its reply (its input applied — what a
+regenerate starts from; a turn that sends no input, a resume, a command, a
+state update or `input: null`, has none) and the state after it;
 and, when the session moved on without a turn (fields set, rewound), its
 current state on top of its head turn. Values are the graph's state:
 the conversation up to that turn, its other channels, and the business
@@ -24,14 +25,17 @@ from uuid import UUID
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, messages_from_dict
+from langgraph.graph.message import add_messages
+from langgraph.pregel import Pregel
 
 from core.errors import SessionNotFound
-from graphs.runtime.registry import FIELDS, FORM, MESSAGES, STAGE, build_graph, shape_of
+from graphs.runtime.registry import FIELDS, FORM, MESSAGES, STAGE, GraphShape, build_graph, shape_of
 from langgraph_app.errors import run_not_found, thread_not_found
 from langgraph_app.ids import CheckpointRef, assistant_id
 from sessions_app import selectors as sessions
 from sessions_app.selectors import AgentSession
+from turns_app import graph_input
 from turns_app import selectors as turn_selectors
 from turns_app.native_json import message_json
 from turns_app.selectors import AgentTurn
@@ -51,15 +55,23 @@ def thread_of(*, owner: str, key: str) -> AgentSession:
 
 
 @functools.lru_cache(maxsize=64)
-def _channels(graph: str, path: str) -> frozenset[str]:
+def _built(graph: str, path: str) -> tuple[Pregel, GraphShape] | None:
     try:
-        return shape_of(build_graph(graph, checkpointer=None)).channels
+        built = build_graph(graph, checkpointer=None)
     except (ImproperlyConfigured, KeyError, LookupError):
-        return frozenset({MESSAGES})
+        return None
+    return built, shape_of(built)
+
+
+def built_graph(graph: str) -> tuple[Pregel, GraphShape] | None:
+    """The session's graph and its shape, built once; None for a graph no
+    longer registered (its history is then shown as it was stored)."""
+    return _built(graph, settings.AGENT_GRAPHS.get(graph, ""))
 
 
 def channels_of(graph: str) -> frozenset[str]:
-    return _channels(graph, settings.AGENT_GRAPHS.get(graph, ""))
+    built = built_graph(graph)
+    return built[1].channels if built is not None else frozenset({MESSAGES})
 
 
 def status_of(session: AgentSession) -> str:
@@ -109,7 +121,7 @@ def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
     found = [start]
     for turn in turns:
         parent = after(turn.parent_id)
-        if "resume" not in turn.request:
+        if has_input(turn):
             before_reply = State(
                 CheckpointRef(epoch, turn.base_version, 2 * turn.number - 1), "input", turn, parent, turn.created_at
             )
@@ -123,6 +135,15 @@ def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
             State(CheckpointRef(epoch, session.version, head.step), "now", head_turn, head, session.updated_at)
         )
     return sorted(found, key=lambda s: s.ref, reverse=True)
+
+
+def has_input(turn: AgentTurn) -> bool:
+    """Whether the turn's run was given input (text, or a protocol input
+    other than null): only then is there a state with it applied before the
+    run's reply. A resume, a command or a state update has none, as a
+    LangGraph run given no input writes no input checkpoint."""
+    kind = graph_input.request_kind(turn.request)
+    return kind == "text" or (kind == "input" and turn.request.get("input") is not None)
 
 
 def current_state(session: AgentSession, states: list[State]) -> State:
@@ -157,8 +178,9 @@ def values_of(
         assert turn is not None  # an input state is its turn's
         base = by_id.get(turn.parent_id) if turn.parent_id is not None else None
         messages = read(base.id if base else None)
-        human = HumanMessage(content=turn.request.get("text", ""), id=f"{turn.id}:user")
-        messages.append(message_json(human))
+        if "text" in turn.request:
+            human = HumanMessage(content=turn.request["text"], id=f"{turn.id}:user")
+            messages.append(message_json(human))
         fields, stage, other = _business(session, base)
     elif state.kind == "now":
         messages = read(turn.id if turn else None)
@@ -174,7 +196,27 @@ def values_of(
         values[STAGE] = stage
     if FORM in channels:
         values[FORM] = session.form
+    if state.kind == "input" and turn is not None and turn.request.get("input") is not None:
+        values = with_input(session, values, turn)
     return values
+
+
+def with_input(session: AgentSession, values: dict[str, Any], turn: AgentTurn) -> dict[str, Any]:
+    """`values` (the parent state) with a protocol input applied as its run
+    applied it: each channel by its own reducer, `add_messages` for the
+    messages, which carry the ids the run gave them (turns_app's
+    graph_input). For a graph no longer registered, only the messages are
+    added (by `add_messages`) and the other channels stay the parent's."""
+    given = dict(turn.request["input"])
+    if MESSAGES in given:
+        given[MESSAGES] = graph_input.with_message_ids(given[MESSAGES], turn.id)
+    state = {**values, MESSAGES: messages_from_dict([{"type": m["type"], "data": m} for m in values[MESSAGES]])}
+    built = built_graph(session.graph)
+    if built is not None:
+        state = graph_input.folded(built[0], state, given, built[1])
+    elif MESSAGES in given:
+        state[MESSAGES] = add_messages(state[MESSAGES], given[MESSAGES])
+    return {**state, MESSAGES: [message_json(m) for m in state[MESSAGES] or []]}
 
 
 def _business(session: AgentSession, turn: AgentTurn | None) -> tuple[dict[str, Any], str, dict[str, Any]]:

@@ -46,7 +46,19 @@ PUBLIC = {
     "sessions_app": {"services", "selectors", "schemas", "auth", "signals", "admin"},
     # native_json: LangGraph values as JSON, one form for what the graph step
     # logs and what the Agent Protocol answers.
-    "turns_app": {"services", "selectors", "schemas", "types", "events", "execution", "native_json", "admin"},
+    # graph_input: how a turn's request becomes graph input, which the
+    # protocol's history applies again to show a run's input state.
+    "turns_app": {
+        "services",
+        "selectors",
+        "schemas",
+        "types",
+        "events",
+        "execution",
+        "native_json",
+        "graph_input",
+        "admin",
+    },
 }
 MAX_LINES = 400
 
