@@ -68,7 +68,7 @@ def _checked(payload: ThreadStateUpdate, shape: GraphShape, form: list[dict[str,
         if not isinstance(values[FIELDS], dict):
             raise ValidationFailed("values.fields must be an object")
         try:
-            form_spec.validate_fields(form_spec.parse_form(form), values[FIELDS])
+            form_spec.validate_fields(form_spec.stored_form(form), values[FIELDS])
         except form_spec.FieldsInvalid as exc:
             raise InvalidFields(details=exc.errors) from None
     return {"values": values, "as_node": as_node}

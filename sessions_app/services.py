@@ -175,7 +175,7 @@ def session_set_fields(*, owner: str, key: str, values: Any, expected_version: i
         if session.has_live_turn(session.db_now):
             raise SessionBusy()
         try:
-            clean = form_spec.validate_fields(form_spec.parse_form(session.form), values)
+            clean = form_spec.validate_fields(form_spec.stored_form(session.form), values)
         except form_spec.FieldsInvalid as exc:
             raise InvalidFields(details=exc.errors) from None
         changes = {k: v for k, v in clean.items() if session.fields.get(k) != v}

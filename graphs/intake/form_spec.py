@@ -126,6 +126,13 @@ def parse_form(raw: Any) -> list[FieldSpec]:
     return form
 
 
+def stored_form(raw: Any) -> list[FieldSpec]:
+    """A session's stored form as specs. Stored forms were checked when they
+    were set; an empty one belongs to a graph that fills no fields, so it
+    holds no field (any value set against it is an unknown field)."""
+    return parse_form(raw) if raw else []
+
+
 def _describe_validation_error(exc: ValidationError) -> str:
     first = exc.errors(include_url=False)[0]
     where = ".".join(str(part) for part in first["loc"])
