@@ -30,7 +30,7 @@ def build_application():
 
     api_app = ApiHandler()
     # After get_asgi_application(): the consumers import models.
-    from langgraph_app.consumers import JoinStreamConsumer, RunStreamConsumer
+    from langgraph_app.consumers import JoinStreamConsumer, RunStreamConsumer, ThreadEventsConsumer
     from langgraph_app.cors import ProtocolCors
     from turns_app.consumers import TurnReattachConsumer, TurnStreamConsumer
 
@@ -52,6 +52,10 @@ def build_application():
                             RunStreamConsumer.as_asgi(),
                         ),
                         asgi_path(r"^langgraph/runs/stream$", RunStreamConsumer.as_asgi()),
+                        asgi_path(
+                            r"^langgraph/threads/(?P<thread_id>[^/]+)/stream/events$",
+                            ThreadEventsConsumer.as_asgi(),
+                        ),
                         asgi_path(
                             r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/stream$",
                             JoinStreamConsumer.as_asgi(),

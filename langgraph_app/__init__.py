@@ -19,6 +19,8 @@ public services and selectors (docs/agent-protocol.md).
     run_records.py     Run objects: status, JSON, list, get, cancel
     stream.py          a turn's event log -> the protocol's SSE events
     consumers.py       the SSE endpoints (Channels consumers)
+    thread_commands.py POST /threads/{id}/commands: the thread-stream protocol's commands
+    thread_events.py   a thread's runs as thread-stream protocol events (seq, event_id, since)
     api.py             the NinjaAPI mounted at /langgraph/, and its error wiring
     system_api.py      JSON endpoints: /info, /ok
     assistants_api.py  JSON endpoints: assistants (the registered graphs)

@@ -7,6 +7,7 @@ front door (core.http.errors) in its PROTOCOL dialect: `{"detail", "code"}`.
     assistants_api.py  /assistants…
     threads_api.py     /threads…
     runs_api.py        /threads/{id}/runs…, /runs…
+    thread_commands.py /threads/{id}/commands (the thread-stream protocol)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ninja.parser import Parser
 from core.errors import ValidationFailed
 from core.http import errors
 from core.http.bodies import parse_json
-from langgraph_app import assistants_api, openapi, runs_api, system_api, threads_api
+from langgraph_app import assistants_api, openapi, runs_api, system_api, thread_commands, threads_api
 from langgraph_app.auth import ProtocolAuth
 
 
@@ -65,3 +66,4 @@ api.add_router("", assistants_api.assistants)
 api.add_router("", threads_api.threads_router)
 api.add_router("", runs_api.runs_router)
 api.add_router("", runs_api.stateless_router)
+api.add_router("", thread_commands.commands_router)

@@ -3,6 +3,7 @@ Django (agentsite.routing), on the SSE transport /api/ uses:
 
     POST /langgraph/threads/{thread_id}/runs/stream   start a run, stream it
     POST /langgraph/runs/stream                       the same on a throwaway thread
+    POST /langgraph/threads/{thread_id}/stream/events  the thread-stream protocol's events
     GET  /langgraph/threads/{thread_id}/runs/{run_id}/stream   join a run (Last-Event-ID)
 
 Errors found before the stream starts are JSON `{"detail", "code"}` with
@@ -21,9 +22,9 @@ from urllib.parse import parse_qs
 from core.asyncdb import db
 from core.errors import ApiError, MethodNotAllowed, ValidationFailed
 from core.http import errors
-from core.http.bodies import validate_body
+from core.http.bodies import parse_json, validate_body
 from core.http.sse import Headers, SseConsumer
-from langgraph_app import run_records, runs
+from langgraph_app import run_records, runs, thread_events, threads
 from langgraph_app.auth import authenticate
 from langgraph_app.errors import run_not_found
 from langgraph_app.params import TRUE
@@ -156,3 +157,18 @@ class JoinStreamConsumer(_ProtocolStream):
                     await db(turn_cancel, owner=api_key.owner, key=key, turn_id=run_id)
 
         return Plan(protocol_events(replay_from(run_id, after), run_id, modes), after=after_stream)
+
+
+class ThreadEventsConsumer(_ProtocolStream):
+    """POST /langgraph/threads/{thread_id}/stream/events: the thread's
+    protocol events (thread_events), filtered by the body's channels,
+    namespaces and depth, after its `since`, for as long as the client stays."""
+
+    method = "POST"
+
+    async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan:
+        api_key = await authenticate(headers)
+        key = check_session_key(route["thread_id"])
+        sub = thread_events.parse_subscription(parse_json(body) if body else None)
+        session = await db(threads.thread_of, owner=api_key.owner, key=key)
+        return Plan(thread_events.follow_thread(owner=api_key.owner, key=key, graph=session.graph, sub=sub))

@@ -43,6 +43,8 @@ Read in this order, one module per step:
     checkpoint_tables.py  LangGraph's tables as we use them: thread names,
                       install and schema check, purge, sweep, storage scans
     selectors.py      reads: turn lists, transcript, lookups
+    thread_stream_parts.py  a thread-stream run: the graph driven by
+                      astream_events(version="v3"), its protocol events logged
     stream_parts.py   LangGraph-native stream parts (values, updates,
                       messages, custom) logged as events, for protocol runs;
                       values stored with their starting conversation by reference

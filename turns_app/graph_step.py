@@ -35,7 +35,7 @@ from graphs.runtime import effects
 from graphs.runtime.registry import FIELDS, MESSAGES, REJECTED, GraphShape, graph_for, shape_of
 from graphs.runtime.run_checkpoints import RunCheckpoints
 from graphs.runtime.savers import get_saver
-from turns_app import faults, graph_input, history
+from turns_app import faults, graph_input, history, thread_stream_parts
 from turns_app.graph_outcome import Fields, Pause, outcome, shown
 from turns_app.stream_parts import NativeParts
 from turns_app.types import Claim, Outcome
@@ -100,7 +100,10 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
                 final = (await graph.aget_state(config)).values
             else:
                 # durability="exit": checkpoints are written (to memory) once, when the run ends.
-                async for part in graph.astream(
+                async for part in thread_stream_parts.astream(
+                    claim,
+                    emit,
+                    graph,
                     run_input,
                     config,
                     stream_mode=modes,

@@ -25,6 +25,22 @@ def turn_list(*, owner: str, key: str) -> list[AgentTurn]:
     return list(AgentTurn.objects.filter(session=session, epoch=session.epoch).order_by("number"))
 
 
+def turn_numbers_from(
+    *, owner: str, key: str, number: int | None, limit: int = 100
+) -> tuple[int, list[tuple[UUID, int]]]:
+    """The session's epoch, and its turns of that epoch numbered `number`
+    or more (None: its newest turn only), oldest first, as (id, number):
+    what a thread stream follows."""
+    session = session_get(owner=owner, key=key)
+    turns = AgentTurn.objects.filter(session=session, epoch=session.epoch)
+    if number is None:
+        rows = turns.order_by("-number")
+        limit = 1
+    else:
+        rows = turns.filter(number__gte=number).order_by("number")
+    return session.epoch, [(turn_id, n) for turn_id, n in rows.values_list("id", "number")[:limit]]
+
+
 def turn_list_finished(*, session: AgentSession) -> list[AgentTurn]:
     """The current epoch's committed and interrupted turns, oldest first,
     without their messages, result and effects (the protocol's states)."""

@@ -24,10 +24,12 @@ from graphs.runtime import effects
 from graphs.runtime.registry import MESSAGES
 from turns_app import history
 from turns_app.native_json import dumps
+from turns_app.thread_stream_parts import PROTOCOL_EVENT
 from turns_app.types import EVENT_OF_MODE, NATIVE_EVENTS
 
-# The events native parts are logged as (the execution treats them like deltas).
-EVENTS = NATIVE_EVENTS
+# The events native parts are logged as (the execution treats them like
+# deltas), and a thread-stream run's protocol events (thread_stream_parts).
+EVENTS = NATIVE_EVENTS | {PROTOCOL_EVENT}
 Emit = Callable[[str, Any], Awaitable[None]]
 # Stands for the first n messages of the conversation the turn started from.
 BASE = "$base"

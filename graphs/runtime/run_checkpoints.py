@@ -14,9 +14,11 @@ before the turn commits, and a resume reads them back from there.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -31,6 +33,9 @@ from langgraph.checkpoint.base import (
 )
 
 _Key = tuple[str, str]  # (thread_id, checkpoint_ns)
+_T = TypeVar("_T")
+# A sync call from a worker thread waits this long for the durable saver.
+SYNC_DURABLE_SECONDS = 60.0
 
 
 class RunCheckpoints(BaseCheckpointSaver):
@@ -47,12 +52,19 @@ class RunCheckpoints(BaseCheckpointSaver):
         self._writes: dict[tuple[str, str, str], dict[tuple[str, int], tuple[str, str, Any, str]]] = defaultdict(dict)
         self._fresh: set[str] = set()
         self._threads: set[str] = set()
+        # The loop the durable saver's connections live on (one saver per
+        # loop): a sync call from a worker thread reaches it through there.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
 
     # -- a run's life -----------------------------------------------------------------------
 
     def begin(self, thread_id: str, *, fresh: bool) -> None:
         """A run starts on `thread_id`; `fresh` when nothing is stored for it
         anywhere (a new turn's thread), so no read goes to the database."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._loop_thread = threading.get_ident()
         self._threads.add(thread_id)
         if fresh:
             self._fresh.add(thread_id)
@@ -179,6 +191,52 @@ class RunCheckpoints(BaseCheckpointSaver):
     async def adelete_thread(self, thread_id: str) -> None:
         self.discard(thread_id)
         await self.durable.adelete_thread(thread_id)
+
+    # -- the sync interface --------------------------------------------------------------------
+    # A sync node that invokes a graph (a subgraph called with `.invoke()`)
+    # runs on a worker thread and checkpoints through these: the run's own
+    # thread is served from memory as by the async methods; what is read
+    # from or written to the durable saver goes through the saver's loop.
+
+    def _on_loop(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        if self._loop is None or threading.get_ident() == self._loop_thread:
+            coro.close()
+            raise NotImplementedError("RunCheckpoints: sync calls are served from a worker thread only")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(SYNC_DURABLE_SECONDS)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._on_loop(self.aget_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        async def collect() -> list[CheckpointTuple]:
+            return [item async for item in self.alist(config, filter=filter, before=before, limit=limit)]
+
+        return iter(self._on_loop(collect()))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._on_loop(self.aput(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._on_loop(self.aput_writes(config, writes, task_id, task_path))
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         # Versions must read the same once persisted to the durable saver.

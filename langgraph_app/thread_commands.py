@@ -1,0 +1,173 @@
+"""LangGraph's thread-stream protocol, its commands:
+`POST /threads/{thread_id}/commands` with `{"id", "method", "params"}`,
+answered `{"type": "success", "id", "result"}` or `{"type": "error", "id",
+"error", "message", "code"}` (docs/agent-protocol.md, "Thread streams").
+
+A command is a run of the same runs.start_run every protocol run goes
+through (claim → run → commit, `Idempotency-Key`, multitask strategy): only
+its stream mode differs (`events`, so the graph step logs the run's v3
+protocol events, turns_app.thread_stream_parts). `run.start` starts a run
+on the thread (made if need be), `input.respond` resumes the interrupt it
+names, once: the resume is a turn like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.http import JsonResponse
+from ninja import Router
+from pydantic import ValidationError
+
+from core.asyncdb import db
+from core.errors import ApiError
+from core.http.bodies import parse_json
+from langgraph_app import runs, threads
+from langgraph_app.auth import AuthedRequest
+from langgraph_app.schemas import RunCreateStateful
+
+logger = logging.getLogger(__name__)
+
+commands_router = Router(tags=["Thread Streams"])
+
+EVENTS_MODE = "events"  # turns_app.thread_stream_parts.EVENTS_MODE
+MAX_COMMAND_ID = 2**53 - 1
+
+
+class CommandError(Exception):
+    def __init__(self, error: str, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+        self.code = code
+
+
+def _error(command_id: Any, error: str, message: str, *, status: int = 200, code: str | None = None) -> JsonResponse:
+    body: dict[str, Any] = {"type": "error", "id": command_id, "error": error, "message": message}
+    body["detail"] = message
+    if code is not None:
+        body["code"] = code
+    return JsonResponse(body, status=status)
+
+
+def _code(error: ApiError) -> str:
+    return str(getattr(error.code, "value", error.code))
+
+
+def _protocol_error(error: ApiError) -> str:
+    if error.status in (401, 403):
+        return "permission_denied"
+    if error.status == 404:
+        return "no_such_run"
+    if "not supported" in error.message:
+        return "not_supported"
+    if error.status < 500:
+        return "invalid_argument"
+    return "unknown_error"
+
+
+def _run_body(params: dict[str, Any]) -> RunCreateStateful:
+    try:
+        return RunCreateStateful.model_validate(params)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise CommandError("invalid_argument", f"params.{where}: {first.get('msg')}", "validation_error") from None
+
+
+async def _run_start(request: AuthedRequest, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    assistant = params.get("assistant_id")
+    if not isinstance(assistant, str):
+        raise CommandError("invalid_argument", "params.assistant_id is required", "validation_error")
+    fields: dict[str, Any] = {"assistant_id": assistant, "if_not_exists": "create", "stream_mode": [EVENTS_MODE]}
+    for name in ("input", "metadata", "config"):
+        if params.get(name) is not None:
+            fields[name] = params[name]
+    if await _waits_on_an_interrupt(request, thread_id):
+        # As LangGraph's server reads a run.start on a paused thread (what
+        # RemoteGraph sends for `Command(resume=…)`): the input answers it.
+        fields["command"] = {"resume": fields.pop("input", None)}
+    run = await runs.start_run(
+        owner=request.auth.owner,
+        key=thread_id,
+        body=_run_body(fields),
+        idempotency_key=request.headers.get("Idempotency-Key"),
+    )
+    return {"run_id": str(run.run_id)}
+
+
+async def _waits_on_an_interrupt(request: AuthedRequest, thread_id: str) -> bool:
+    try:
+        session = await db(threads.thread_of, owner=request.auth.owner, key=thread_id)
+    except ApiError:  # not made yet: run.start makes it
+        return False
+    return bool(session.interrupts)
+
+
+async def _input_respond(request: AuthedRequest, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    interrupt_id = params.get("interrupt_id")
+    if not isinstance(interrupt_id, str):
+        raise CommandError("invalid_argument", "params.interrupt_id is required", "validation_error")
+    if params.get("namespace"):
+        raise CommandError("not_supported", "an interrupt of a subgraph namespace cannot be answered yet")
+    session = await db(threads.thread_of, owner=request.auth.owner, key=thread_id)
+    pending = [i.get("id") for i in (session.interrupts or ()) if isinstance(i, dict)]
+    if interrupt_id not in pending:
+        raise CommandError("no_such_interrupt", f"the thread waits on no interrupt {interrupt_id[:80]!r}")
+    # One interrupt: its answer; several: LangGraph's map of answers by id.
+    resume = params.get("response") if len(pending) == 1 else {interrupt_id: params.get("response")}
+    fields = {"assistant_id": session.graph, "command": {"resume": resume}, "stream_mode": [EVENTS_MODE]}
+    run = await runs.start_run(
+        owner=request.auth.owner,
+        key=thread_id,
+        body=_run_body(fields),
+        idempotency_key=request.headers.get("Idempotency-Key"),
+    )
+    return {"run_id": str(run.run_id)}
+
+
+COMMANDS = {"run.start": _run_start, "input.respond": _input_respond}
+
+
+# Not in our OpenAPI document: LangGraph's published spec (tests/langgraph_api/spec/) has
+# no thread-stream endpoints to conform to.
+@commands_router.post(
+    "/threads/{thread_id}/commands", summary="A thread-stream protocol command", include_in_schema=False
+)
+async def thread_command(request: AuthedRequest, thread_id: str):
+    try:
+        payload = parse_json(request.body)
+    except ApiError as exc:
+        return _error(None, "invalid_argument", exc.message, status=exc.status, code=_code(exc))
+    command_id = payload.get("id") if isinstance(payload, dict) else None
+    if (
+        not isinstance(payload, dict)
+        or isinstance(command_id, bool)
+        or not isinstance(command_id, int)
+        or not 0 <= command_id <= MAX_COMMAND_ID
+        or not isinstance(payload.get("method"), str)
+    ):
+        return _error(
+            command_id if isinstance(command_id, int) else None,
+            "invalid_argument",
+            "Protocol commands must include an integer id and string method.",
+            status=400,
+            code="validation_error",
+        )
+    method = payload["method"]
+    params = payload.get("params")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        return _error(command_id, "invalid_argument", "params must be an object", status=400, code="validation_error")
+    handler = COMMANDS.get(method)
+    if handler is None:
+        return _error(command_id, "unknown_command", f"unknown command {method[:80]!r}")
+    try:
+        result = await handler(request, thread_id, params)
+    except CommandError as exc:
+        return _error(command_id, exc.error, exc.message, code=exc.code)
+    except ApiError as exc:
+        return _error(command_id, _protocol_error(exc), exc.message, code=_code(exc))
+    return JsonResponse({"type": "success", "id": command_id, "result": result})
