@@ -219,7 +219,8 @@ async def _start(
         request = {"input": None}
     else:
         request = input_request(body.input, shape)
-    request["protocol"] = protocol
+    # The thread's key, which checkpoints streamed by the run name (turns_app.stream_parts).
+    request["protocol"] = {**protocol, "thread_id": key}
     strategy = getattr(body, "multitask_strategy", "enqueue")
     if strategy in ("interrupt", "rollback"):
         await _cancel_running(owner, key)

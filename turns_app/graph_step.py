@@ -86,10 +86,10 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
     stopped = False  # LangGraph said `__interrupt__`: an interrupt() or a breakpoint
     seen_values = False
     streamed_any = False
-    native = NativeParts(claim.stream_modes, emit)  # a protocol run's own stream modes
+    protocol = claim.request.get("protocol") or {}
+    native = NativeParts(claim.stream_modes, emit, protocol.get("thread_id"))  # a protocol run's own stream modes
     modes: list[StreamMode] = ["messages"] if deltas or native.wants_messages else []
     modes += ["updates", "values", *native.extra_stream_modes]
-    protocol = claim.request.get("protocol") or {}
     saver.begin(thread_id, fresh=claim.interrupt is None)
     try:
         with effects.running(context):

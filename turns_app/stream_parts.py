@@ -2,8 +2,9 @@
 Agent Protocol (langgraph_app).
 
 A protocol client asks for stream modes (`values`, `updates`,
-`messages-tuple`, `custom`) whose chunks are LangGraph-native: full state
-snapshots, node updates, message chunks with their metadata. The claim
+`messages-tuple`, `custom`, `tasks`, `checkpoints`, `debug`) whose chunks
+are LangGraph-native: full state snapshots, node updates, message chunks
+with their metadata, task starts and results, checkpoints. The claim
 carries the modes a run wants (`Claim.stream_modes`, from its request); the
 graph step hands each part to `NativeParts`, which logs it as an event of the
 same name in the turn's one id sequence — so a protocol stream can be resumed
@@ -31,6 +32,8 @@ from turns_app.types import EVENT_OF_MODE, NATIVE_EVENTS
 # deltas), and a thread-stream run's protocol events (thread_stream_parts).
 EVENTS = NATIVE_EVENTS | {PROTOCOL_EVENT}
 Emit = Callable[[str, Any], Awaitable[None]]
+# Modes the graph step asks LangGraph for only when a run wants them.
+_ON_REQUEST: tuple[StreamMode, ...] = ("custom", "tasks", "checkpoints", "debug")
 # Stands for the first n messages of the conversation the turn started from.
 BASE = "$base"
 _BASE_TEXT = f'{{"{BASE}":'
@@ -53,9 +56,12 @@ def stored_form(data: str) -> str:
 class NativeParts:
     """Logs the parts of `graph.astream(..., version="v2")` a protocol run asked for."""
 
-    def __init__(self, modes: frozenset[str], emit: Emit) -> None:
+    def __init__(self, modes: frozenset[str], emit: Emit, thread_id: str | None = None) -> None:
         self.events = frozenset(EVENT_OF_MODE[m] for m in modes)
         self.emit = emit
+        # The protocol's thread (its key): checkpoints name it, not the
+        # run's private checkpoint thread.
+        self.thread_id = thread_id
         # The conversation the run was seeded with (the message objects),
         # found in its first state; None until then.
         self._base: list[Any] | None = None
@@ -71,7 +77,7 @@ class NativeParts:
     @property
     def extra_stream_modes(self) -> list[StreamMode]:
         """LangGraph stream modes the graph step does not ask for itself."""
-        return ["custom"] if "custom" in self.events else []
+        return [m for m in _ON_REQUEST if m in self.events]
 
     async def log(self, part: StreamPart) -> None:
         kind = part["type"]
@@ -90,10 +96,46 @@ class NativeParts:
             # v2 parts carry interrupts beside the state; LangGraph's server
             # (and useStream, which reads them) has them in the values.
             data = {**data, "__interrupt__": list(part["interrupts"])}
+        elif part["type"] == "checkpoints" and isinstance(data, dict):
+            data = self._checkpoint(data)
+        elif part["type"] == "debug" and isinstance(data, dict) and data.get("type") == "checkpoint":
+            payload = data.get("payload")
+            data = {**data, "payload": self._checkpoint(payload) if isinstance(payload, dict) else payload}
         if part["type"] == "values" and isinstance(data, dict):
             await self.emit(event, await self._values(data))
             return
         await self.emit(event, dumps(data))
+
+    def _checkpoint(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """A checkpoint payload with its configs on the protocol's thread,
+        and, as LangGraph's server adds them, `checkpoint` and
+        `parent_checkpoint` ({"thread_id", "checkpoint_ns", "checkpoint_id"}).
+        Only those keys of a config are kept: the rest is the run's own.
+        The ids stay LangGraph's, of the run's private checkpoints
+        (docs/agent-protocol.md, "Not supported")."""
+        config = self._config(payload.get("config"))
+        parent = self._config(payload.get("parent_config"))
+        tasks = [_task(t) for t in payload.get("tasks") or ()]
+        return {
+            **payload,
+            "config": config,
+            "parent_config": parent,
+            "checkpoint": config["configurable"] if config else None,
+            "parent_checkpoint": parent["configurable"] if parent else None,
+            "tasks": tasks,
+        }
+
+    def _config(self, config: Any) -> dict[str, Any] | None:
+        configurable = config.get("configurable") if isinstance(config, dict) else None
+        if not isinstance(configurable, dict) or not configurable.get("checkpoint_id"):
+            return None
+        return {
+            "configurable": {
+                "thread_id": self.thread_id or configurable.get("thread_id"),
+                "checkpoint_ns": configurable.get("checkpoint_ns") or "",
+                "checkpoint_id": configurable["checkpoint_id"],
+            }
+        }
 
     async def _values(self, data: dict[str, Any]) -> str:
         sent = dumps(data)
@@ -112,6 +154,17 @@ class NativeParts:
         logged = Logged(sent)
         logged.stored = dumps({**data, MESSAGES: [{BASE: shared}, *messages[shared:]]})
         return logged
+
+
+def _task(task: Any) -> Any:
+    """A checkpoint's task, its subgraph state config (if any) as
+    `checkpoint`, as LangGraph's server sends it."""
+    if not isinstance(task, dict):
+        return task
+    state = task.get("state")
+    if isinstance(state, dict) and state.get("configurable"):
+        return {**{k: v for k, v in task.items() if k != "state"}, "checkpoint": state["configurable"]}
+    return task
 
 
 async def _seeded_with(messages: list[Any]) -> list[Any]:

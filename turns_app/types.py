@@ -14,7 +14,15 @@ REQUEST_OPTIONS = ("client_mode", "need_form_update")
 
 # The Agent Protocol's stream modes the graph step can log for a run, and
 # the event each is logged (and sent) as (docs/agent-protocol.md, "Streams and errors").
-EVENT_OF_MODE = {"values": "values", "updates": "updates", "messages-tuple": "messages", "custom": "custom"}
+EVENT_OF_MODE = {
+    "values": "values",
+    "updates": "updates",
+    "messages-tuple": "messages",
+    "custom": "custom",
+    "tasks": "tasks",
+    "checkpoints": "checkpoints",
+    "debug": "debug",
+}
 NATIVE_EVENTS = frozenset(EVENT_OF_MODE.values())
 NO_STREAM_MODES: frozenset[str] = frozenset()
 

@@ -106,22 +106,25 @@ def test_stream_custom(remote):
     assert ("ask_human", "start") in steps
 
 
-@pytest.mark.xfail(strict=True, reason="stream mode debug sends nothing")
 def test_stream_debug(remote):
     chunks = stream(remote("intake"), "debug")
     assert {"checkpoint", "task", "task_result"} <= {c["type"] for c in chunks}
 
 
-@pytest.mark.xfail(strict=True, reason="stream mode tasks sends nothing")
 def test_stream_tasks(remote):
     chunks = stream(remote("intake"), "tasks")
     assert [c["name"] for c in chunks if "input" in c] == ["extract", "reply"]
 
 
-@pytest.mark.xfail(strict=True, reason="stream mode checkpoints sends nothing")
 def test_stream_checkpoints(remote):
-    chunks = stream(remote("intake"), "checkpoints")
+    config = thread()
+    chunks = list(remote("intake").stream(human(HELLO), config, stream_mode="checkpoints"))
     assert chunks and all({"values", "next", "metadata"} <= set(c) for c in chunks)
+    # They name the protocol's thread, not the run's private checkpoint thread.
+    thread_id = config["configurable"]["thread_id"]
+    assert {c["config"]["configurable"]["thread_id"] for c in chunks} == {thread_id}
+    assert {c["checkpoint"]["thread_id"] for c in chunks} == {thread_id}
+    assert chunks[-1]["values"]["messages"][-1]["type"] == "ai"
     assert chunks[-1]["next"] == []
 
 
