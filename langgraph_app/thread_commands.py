@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from core.asyncdb import db
 from core.errors import ApiError
+from core.http import errors
 from core.http.bodies import parse_json
 from langgraph_app import runs, threads
 from langgraph_app.auth import AuthedRequest
@@ -44,11 +45,7 @@ class CommandError(Exception):
 
 
 def _error(command_id: Any, error: str, message: str, *, status: int = 200, code: str | None = None) -> JsonResponse:
-    body: dict[str, Any] = {"type": "error", "id": command_id, "error": error, "message": message}
-    body["detail"] = message
-    if code is not None:
-        body["code"] = code
-    return JsonResponse(body, status=status)
+    return JsonResponse(errors.command_error(command_id, error, message, code), status=status)
 
 
 def _code(error: ApiError) -> str:

@@ -208,3 +208,14 @@ def run_error(code: str | None, message: str | None) -> dict[str, Any]:
     """A failed run as the protocol reports it: the SSE `error` event's data,
     and `__error__` in a wait/join answer."""
     return {"error": code or str(ErrorCode.INTERNAL_ERROR), "message": message or "the run failed"}
+
+
+def command_error(command_id: Any, error: str, message: str, code: str | None = None) -> dict[str, Any]:
+    """A thread-stream command that failed, as LangGraph's protocol answers it
+    (`{"type": "error", "id", "error", "message"}`, `error` one of its
+    codes), with the protocol dialect's `detail` and, where there is one,
+    our `code` beside it (docs/agent-protocol.md, "Thread streams")."""
+    body: dict[str, Any] = {"type": "error", "id": command_id, "error": error, "message": message, "detail": message}
+    if code is not None:
+        body["code"] = code
+    return body
