@@ -84,3 +84,14 @@ def parse_checkpoint_id(raw: Any) -> CheckpointRef | None:
     version = int(digits[_EPOCH_HEX : _EPOCH_HEX + _VERSION_HEX], 16)
     step = int(digits[_EPOCH_HEX + _VERSION_HEX :], 16)
     return CheckpointRef(epoch, version, step) if epoch > 0 else None
+
+
+def checkpoint_ref(raw: Any) -> CheckpointRef:
+    """A checkpoint a client names: its id, or a checkpoint/config object
+    carrying one (`checkpoint_id`, or `configurable.checkpoint_id`)."""
+    if isinstance(raw, dict):
+        raw = raw.get("checkpoint_id") or (raw.get("configurable") or {}).get("checkpoint_id")
+    ref = parse_checkpoint_id(raw)
+    if ref is None:
+        raise ValidationFailed(f"{str(raw)[:80]!r} is not a checkpoint id of this server")
+    return ref

@@ -17,7 +17,7 @@ from graphs.intake import form_spec
 from graphs.runtime.registry import FIELDS, MESSAGES, GraphShape, shape_for
 from langgraph_app import threads
 from langgraph_app.errors import not_supported
-from langgraph_app.ids import CheckpointRef, parse_checkpoint_id
+from langgraph_app.ids import CheckpointRef, checkpoint_ref
 from langgraph_app.run_input import check_messages
 from langgraph_app.schemas import ThreadStateUpdate
 from sessions_app import selectors as sessions
@@ -25,15 +25,6 @@ from turns_app.execution import TurnRun, await_turn, start_turn
 from turns_app.services import check_idempotency_key
 
 END = "__end__"
-
-
-def checkpoint_ref(raw: Any) -> CheckpointRef:
-    if isinstance(raw, dict):
-        raw = raw.get("checkpoint_id") or (raw.get("configurable") or {}).get("checkpoint_id")
-    ref = parse_checkpoint_id(raw)
-    if ref is None:
-        raise ValidationFailed(f"{str(raw)[:80]!r} is not a checkpoint id of this server")
-    return ref
 
 
 def _expected_version(owner: str, key: str, ref: CheckpointRef | None) -> tuple[int, str, list[dict[str, Any]]]:

@@ -73,6 +73,17 @@ def _run_body(params: dict[str, Any]) -> RunCreateStateful:
         raise CommandError("invalid_argument", f"params.{where}: {first.get('msg')}", "validation_error") from None
 
 
+async def _start(request: AuthedRequest, thread_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """A command's run: a protocol run like any other, under the request's Idempotency-Key."""
+    run = await runs.start_run(
+        owner=request.auth.owner,
+        key=thread_id,
+        body=_run_body(fields),
+        idempotency_key=request.headers.get("Idempotency-Key"),
+    )
+    return {"run_id": str(run.run_id)}
+
+
 async def _run_start(request: AuthedRequest, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
     assistant = params.get("assistant_id")
     if not isinstance(assistant, str):
@@ -85,13 +96,7 @@ async def _run_start(request: AuthedRequest, thread_id: str, params: dict[str, A
         # As LangGraph's server reads a run.start on a paused thread (what
         # RemoteGraph sends for `Command(resume=…)`): the input answers it.
         fields["command"] = {"resume": fields.pop("input", None)}
-    run = await runs.start_run(
-        owner=request.auth.owner,
-        key=thread_id,
-        body=_run_body(fields),
-        idempotency_key=request.headers.get("Idempotency-Key"),
-    )
-    return {"run_id": str(run.run_id)}
+    return await _start(request, thread_id, fields)
 
 
 async def _waits_on_an_interrupt(request: AuthedRequest, thread_id: str) -> bool:
@@ -115,13 +120,7 @@ async def _input_respond(request: AuthedRequest, thread_id: str, params: dict[st
     # One interrupt: its answer; several: LangGraph's map of answers by id.
     resume = params.get("response") if len(pending) == 1 else {interrupt_id: params.get("response")}
     fields = {"assistant_id": session.graph, "command": {"resume": resume}, "stream_mode": [EVENTS_MODE]}
-    run = await runs.start_run(
-        owner=request.auth.owner,
-        key=thread_id,
-        body=_run_body(fields),
-        idempotency_key=request.headers.get("Idempotency-Key"),
-    )
-    return {"run_id": str(run.run_id)}
+    return await _start(request, thread_id, fields)
 
 
 COMMANDS = {"run.start": _run_start, "input.respond": _input_respond}

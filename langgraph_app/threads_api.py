@@ -12,11 +12,11 @@ from django.http import HttpResponse
 from ninja import Router
 
 from core.asyncdb import db
-from core.errors import SessionExists, SessionNotFound, TurnCommitted, ValidationFailed
+from core.errors import SessionExists, SessionNotFound, TurnCommitted
 from langgraph_app import history, state_update, threads
 from langgraph_app.auth import AuthedRequest
 from langgraph_app.errors import not_supported, thread_not_found
-from langgraph_app.ids import CheckpointRef, parse_checkpoint_id
+from langgraph_app.ids import checkpoint_ref
 from langgraph_app.params import page, select
 from langgraph_app.schemas import (
     ThreadCountRequest,
@@ -149,15 +149,6 @@ async def copy_thread(request: AuthedRequest, thread_id: str):
     return await db(_copy, owner=request.auth.owner, key=thread_id)
 
 
-def _ref(raw: Any) -> CheckpointRef:
-    if isinstance(raw, dict):
-        raw = raw.get("checkpoint_id") or (raw.get("configurable") or {}).get("checkpoint_id")
-    ref = parse_checkpoint_id(raw)
-    if ref is None:
-        raise ValidationFailed(f"{str(raw)[:80]!r} is not a checkpoint id of this server")
-    return ref
-
-
 @threads_router.get("/threads/{thread_id}/state", summary="The thread's current state")
 async def get_state(request: AuthedRequest, thread_id: str):
     return await db(threads.thread_state, owner=request.auth.owner, key=thread_id)
@@ -167,13 +158,13 @@ async def get_state(request: AuthedRequest, thread_id: str):
 async def post_state_at(request: AuthedRequest, thread_id: str, payload: ThreadStateCheckpointRequest):
     if payload.checkpoint.checkpoint_ns:
         raise not_supported("a subgraph checkpoint (checkpoint_ns)")
-    ref = _ref(payload.checkpoint.checkpoint_id) if payload.checkpoint.checkpoint_id else None
+    ref = checkpoint_ref(payload.checkpoint.checkpoint_id) if payload.checkpoint.checkpoint_id else None
     return await db(threads.thread_state, owner=request.auth.owner, key=thread_id, ref=ref)
 
 
 @threads_router.get("/threads/{thread_id}/state/{checkpoint_id}", summary="The state at a checkpoint")
 async def get_state_at(request: AuthedRequest, thread_id: str, checkpoint_id: str):
-    return await db(threads.thread_state, owner=request.auth.owner, key=thread_id, ref=_ref(checkpoint_id))
+    return await db(threads.thread_state, owner=request.auth.owner, key=thread_id, ref=checkpoint_ref(checkpoint_id))
 
 
 @threads_router.post("/threads/{thread_id}/state", summary="Update the thread's state (a turn: aupdate_state)")
