@@ -40,10 +40,15 @@ from tests.vendor.expected_failures import EXPECTED_FAILURES
 
 SUITE = Path(__file__).resolve().parent / "langgraph_sdk_integration"
 # The graph ids the suite's conftest uses, by module path (its graph folder is
-# on the server's PYTHONPATH). Only those agentsite can start with are registered:
+# on the server's PYTHONPATH; deep_agent's `deepagents` is pinned in
+# requirements-dev.txt). Only those agentsite can start with are registered:
 # start-up builds every entry, so one it refuses would stop the server
 # (expected_failures.py says why the others are missing).
-GRAPHS = {"agent": "streaming_graph:graph", "tools_agent": "tools_agent:graph"}
+GRAPHS = {
+    "agent": "streaming_graph:graph",
+    "tools_agent": "tools_agent:graph",
+    "deep_agent": "deep_agent:graph",
+}
 TEST_SECONDS = 60
 OWNER = "sdk-suite"
 # Keys a LangGraph client would send from the environment (get_client reads

@@ -10,7 +10,6 @@ from __future__ import annotations
 # over HTTP and SSE (docs/agent-protocol.md, "Thread streams"), not over
 # WebSocket.
 WEBSOCKET = "thread-stream protocol over WebSocket: not served (the WebSocket upgrade at /threads/{id}/stream/events)"
-DEEP_AGENT = "deep_agent is not registered: its graph imports `deepagents`, which is not installed"
 FACTORY = (
     "factory graphs: factory_agent is not registered (agentsite calls a factory with model= and "
     "checkpointer=, not (config, runtime), and its state has no messages channel); runs.wait answers 422"
@@ -32,6 +31,5 @@ EXPECTED_FAILURES: dict[str, str] = {
     **_both("test_factory_graph.py::test_factory_graph_executes", FACTORY),
     **_both("test_store.py::test_store_put_get_delete", STORE),
     **_both("test_store.py::test_store_search_and_list_namespaces", STORE),
-    **_both("test_subgraphs.py::test_subgraphs_deep_agent", DEEP_AGENT),
     **_both("test_websocket.py::test_websocket", WEBSOCKET),
 }
