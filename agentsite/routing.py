@@ -32,6 +32,7 @@ def build_application():
     # After get_asgi_application(): the consumers import models.
     from langgraph_app.consumers import JoinStreamConsumer, RunStreamConsumer, ThreadEventsConsumer
     from langgraph_app.cors import ProtocolCors
+    from langgraph_app.thread_socket import RefusedSocket, ThreadStreamSocket
     from turns_app.consumers import TurnReattachConsumer, TurnStreamConsumer
 
     # `key` takes any characters, "/" included: a bad key must reach
@@ -64,7 +65,17 @@ def build_application():
                         asgi_path(r"", django_app),
                     ]
                 )
-            )
+            ),
+            # The thread-stream protocol over WebSocket (its only WebSocket).
+            "websocket": URLRouter(
+                [
+                    asgi_path(
+                        r"^langgraph/threads/(?P<thread_id>[^/]+)/stream/events$",
+                        ThreadStreamSocket.as_asgi(),
+                    ),
+                    asgi_path(r"", RefusedSocket.as_asgi()),
+                ]
+            ),
         }
     )
     # The edge wraps everything: consumers, API, admin and chat page alike;

@@ -21,6 +21,8 @@ public services and selectors (docs/agent-protocol.md).
     consumers.py       the SSE endpoints (Channels consumers)
     thread_commands.py POST /threads/{id}/commands: the thread-stream protocol's commands
     thread_events.py   a thread's runs as thread-stream protocol events (seq, event_id, since)
+    thread_socket.py   the thread-stream protocol over WebSocket (commands and subscriptions)
+    thread_tree.py     agent.getTree: the newest run's agents from its lifecycle events
     api.py             the NinjaAPI mounted at /langgraph/, and its error wiring
     system_api.py      JSON endpoints: /info, /ok
     assistants_api.py  JSON endpoints: assistants (the registered graphs)

@@ -14,9 +14,10 @@ names, once: the resume is a turn like any other.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
 from ninja import Router
 from pydantic import ValidationError
 
@@ -24,9 +25,10 @@ from core.asyncdb import db
 from core.errors import ApiError
 from core.http import errors
 from core.http.bodies import parse_json
-from langgraph_app import runs, threads
-from langgraph_app.auth import AuthedRequest
+from langgraph_app import runs, thread_tree, threads
 from langgraph_app.schemas import RunCreateStateful
+from langgraph_app.thread_events import MAX_SEGMENT_LENGTH, MAX_SEGMENTS
+from sessions_app.auth import ApiKey
 
 logger = logging.getLogger(__name__)
 
@@ -73,18 +75,26 @@ def _run_body(params: dict[str, Any]) -> RunCreateStateful:
         raise CommandError("invalid_argument", f"params.{where}: {first.get('msg')}", "validation_error") from None
 
 
-async def _start(request: AuthedRequest, thread_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """A command's run: a protocol run like any other, under the request's Idempotency-Key."""
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a command, and on what: the HTTP request's Idempotency-Key
+    (a WebSocket frame has no headers of its own), and the seq of the last
+    event this connection delivered (LangGraph's `applied_through_seq`)."""
+
+    owner: str
+    idempotency_key: str | None = None
+    delivered_seq: int = 0
+
+
+async def _start(caller: Caller, thread_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """A command's run: a protocol run like any other, under the caller's Idempotency-Key."""
     run = await runs.start_run(
-        owner=request.auth.owner,
-        key=thread_id,
-        body=_run_body(fields),
-        idempotency_key=request.headers.get("Idempotency-Key"),
+        owner=caller.owner, key=thread_id, body=_run_body(fields), idempotency_key=caller.idempotency_key
     )
     return {"run_id": str(run.run_id)}
 
 
-async def _run_start(request: AuthedRequest, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
+async def _run_start(caller: Caller, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
     assistant = params.get("assistant_id")
     if not isinstance(assistant, str):
         raise CommandError("invalid_argument", "params.assistant_id is required", "validation_error")
@@ -92,50 +102,70 @@ async def _run_start(request: AuthedRequest, thread_id: str, params: dict[str, A
     for name in ("input", "metadata", "config"):
         if params.get(name) is not None:
             fields[name] = params[name]
-    if await _waits_on_an_interrupt(request, thread_id):
+    if await _waits_on_an_interrupt(caller, thread_id):
         # As LangGraph's server reads a run.start on a paused thread (what
         # RemoteGraph sends for `Command(resume=…)`): the input answers it.
         fields["command"] = {"resume": fields.pop("input", None)}
-    return await _start(request, thread_id, fields)
+    return await _start(caller, thread_id, fields)
 
 
-async def _waits_on_an_interrupt(request: AuthedRequest, thread_id: str) -> bool:
+async def _waits_on_an_interrupt(caller: Caller, thread_id: str) -> bool:
     try:
-        session = await db(threads.thread_of, owner=request.auth.owner, key=thread_id)
+        session = await db(threads.thread_of, owner=caller.owner, key=thread_id)
     except ApiError:  # not made yet: run.start makes it
         return False
     return bool(session.interrupts)
 
 
-async def _input_respond(request: AuthedRequest, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
+def _namespace(raw: Any) -> list[str]:
+    if raw is None:
+        return []
+    if (
+        not isinstance(raw, list)
+        or len(raw) > MAX_SEGMENTS
+        or not all(isinstance(s, str) and len(s) <= MAX_SEGMENT_LENGTH for s in raw)
+    ):
+        raise CommandError(
+            "invalid_argument",
+            f"params.namespace must be a list of at most {MAX_SEGMENTS} strings of at most {MAX_SEGMENT_LENGTH}",
+            "validation_error",
+        )
+    return raw
+
+
+async def _input_respond(caller: Caller, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
     interrupt_id = params.get("interrupt_id")
     if not isinstance(interrupt_id, str):
         raise CommandError("invalid_argument", "params.interrupt_id is required", "validation_error")
-    if params.get("namespace"):
-        raise CommandError("not_supported", "an interrupt of a subgraph namespace cannot be answered yet")
-    session = await db(threads.thread_of, owner=request.auth.owner, key=thread_id)
+    # A subgraph's interrupt is answered by its id, which LangGraph makes
+    # from the subgraph's namespace: the namespace is checked for shape and
+    # the id against what the thread waits on, as LangGraph's server does
+    # when it has not seen the interrupt on this connection.
+    _namespace(params.get("namespace"))
+    session = await db(threads.thread_of, owner=caller.owner, key=thread_id)
     pending = [i.get("id") for i in (session.interrupts or ()) if isinstance(i, dict)]
     if interrupt_id not in pending:
         raise CommandError("no_such_interrupt", f"the thread waits on no interrupt {interrupt_id[:80]!r}")
     # One interrupt: its answer; several: LangGraph's map of answers by id.
     resume = params.get("response") if len(pending) == 1 else {interrupt_id: params.get("response")}
     fields = {"assistant_id": session.graph, "command": {"resume": resume}, "stream_mode": [EVENTS_MODE]}
-    return await _start(request, thread_id, fields)
+    await _start(caller, thread_id, fields)
+    return {}
 
 
-COMMANDS = {"run.start": _run_start, "input.respond": _input_respond}
+async def _agent_get_tree(caller: Caller, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    session = await db(threads.thread_of, owner=caller.owner, key=thread_id)
+    return {"tree": await thread_tree.tree_of(owner=caller.owner, key=thread_id, graph=session.graph)}
 
 
-# Not in our OpenAPI document: LangGraph's published spec (tests/langgraph_api/spec/) has
-# no thread-stream endpoints to conform to.
-@commands_router.post(
-    "/threads/{thread_id}/commands", summary="A thread-stream protocol command", include_in_schema=False
-)
-async def thread_command(request: AuthedRequest, thread_id: str):
-    try:
-        payload = parse_json(request.body)
-    except ApiError as exc:
-        return _error(None, "invalid_argument", exc.message, status=exc.status, code=_code(exc))
+COMMANDS = {"run.start": _run_start, "input.respond": _input_respond, "agent.getTree": _agent_get_tree}
+# Served on the WebSocket only (consumers.ThreadStreamSocket): over HTTP a
+# subscription is the `POST /threads/{id}/stream/events` connection itself.
+SOCKET_COMMANDS = frozenset({"subscription.subscribe", "subscription.unsubscribe"})
+
+
+def check_envelope(payload: Any) -> dict[str, Any] | None:
+    """The error answer for a command that is not `{"id": int, "method": str, "params"?: object}`, else None."""
     command_id = payload.get("id") if isinstance(payload, dict) else None
     if (
         not isinstance(payload, dict)
@@ -144,26 +174,56 @@ async def thread_command(request: AuthedRequest, thread_id: str):
         or not 0 <= command_id <= MAX_COMMAND_ID
         or not isinstance(payload.get("method"), str)
     ):
-        return _error(
-            command_id if isinstance(command_id, int) else None,
+        return errors.command_error(
+            command_id if isinstance(command_id, int) and not isinstance(command_id, bool) else None,
             "invalid_argument",
             "Protocol commands must include an integer id and string method.",
-            status=400,
-            code="validation_error",
+            "validation_error",
         )
+    if payload.get("params") is not None and not isinstance(payload["params"], dict):
+        return errors.command_error(command_id, "invalid_argument", "params must be an object", "validation_error")
+    return None
+
+
+def success(command_id: int, result: dict[str, Any], caller: Caller) -> dict[str, Any]:
+    meta = {"applied_through_seq": caller.delivered_seq}
+    return {"type": "success", "id": command_id, "result": result, "meta": meta}
+
+
+async def run_command(caller: Caller, thread_id: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """One command (its envelope checked) → its answer, success or error."""
+    command_id = payload["id"]
     method = payload["method"]
-    params = payload.get("params")
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        return _error(command_id, "invalid_argument", "params must be an object", status=400, code="validation_error")
+    params = payload.get("params") or {}
     handler = COMMANDS.get(method)
     if handler is None:
-        return _error(command_id, "unknown_command", f"unknown command {method[:80]!r}")
+        if method in SOCKET_COMMANDS:
+            message = f"{method} is served on the WebSocket; over HTTP, POST /threads/{{id}}/stream/events subscribes"
+            return errors.command_error(command_id, "not_supported", message)
+        return errors.command_error(command_id, "unknown_command", f"unknown command {method[:80]!r}")
     try:
-        result = await handler(request, thread_id, params)
+        result = await handler(caller, thread_id, params)
     except CommandError as exc:
-        return _error(command_id, exc.error, exc.message, code=exc.code)
+        return errors.command_error(command_id, exc.error, exc.message, exc.code)
     except ApiError as exc:
-        return _error(command_id, _protocol_error(exc), exc.message, code=_code(exc))
-    return JsonResponse({"type": "success", "id": command_id, "result": result})
+        return errors.command_error(command_id, _protocol_error(exc), exc.message, _code(exc))
+    return success(command_id, result, caller)
+
+
+# Not in our OpenAPI document: LangGraph's published spec (tests/langgraph_api/spec/) has
+# no thread-stream endpoints to conform to.
+@commands_router.post(
+    "/threads/{thread_id}/commands", summary="A thread-stream protocol command", include_in_schema=False
+)
+async def thread_command(request: HttpRequest, thread_id: str):
+    try:
+        payload = parse_json(request.body)
+    except ApiError as exc:
+        return _error(None, "invalid_argument", exc.message, status=exc.status, code=_code(exc))
+    refused = check_envelope(payload)
+    if refused is not None:
+        return JsonResponse(refused, status=400)
+    # ProtocolAuth let the request in: ninja set `auth` to the caller's key.
+    auth: ApiKey = request.auth  # type: ignore[attr-defined]
+    caller = Caller(owner=auth.owner, idempotency_key=request.headers.get("Idempotency-Key"))
+    return JsonResponse(await run_command(caller, thread_id, payload))

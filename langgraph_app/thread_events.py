@@ -112,8 +112,15 @@ def parse_subscription(raw: Any) -> Subscription:
     return Subscription(frozenset(channels), parsed_ns, depth, since)
 
 
+# The last event slot of a turn's seq range. A final event written by
+# anyone but the run (an expired lease, a cancel, a restart) has the log's
+# largest id (2³¹ - 1, docs/storage.md, "Event log"): it takes this slot,
+# so it stays inside its turn's range, above all the turn's other events.
+LAST_SLOT = SEQ_PER_TURN // SEQ_PER_EVENT - 1
+
+
 def seq_of(number: int, event_id: int, k: int = 0) -> int:
-    return number * SEQ_PER_TURN + event_id * SEQ_PER_EVENT + k
+    return number * SEQ_PER_TURN + min(event_id, LAST_SLOT) * SEQ_PER_EVENT + k
 
 
 def _channel(method: str) -> str:
@@ -193,10 +200,17 @@ def wire_events(turn_id: UUID, number: int, event: TurnEvent, graph: str, now: i
 
 
 async def follow_thread(*, owner: str, key: str, graph: str, sub: Subscription) -> AsyncGenerator[ProtocolEvent, None]:
-    """The thread's events past `since` (none: from its newest run's start),
-    then its next runs' as they come, for as long as the client stays; it
-    ends if the thread is deleted (its epoch changes)."""
-    since = sub.since
+    """The thread's events past `since` (none: from its newest run's start)
+    that `sub` matches, then its next runs' as they come, for as long as the
+    client stays; it ends if the thread is deleted (its epoch changes)."""
+    async for wire in thread_wire_events(owner=owner, key=key, graph=graph, since=sub.since):
+        if matches(sub, wire.method, wire.namespace, wire.data):
+            yield ProtocolEvent(wire.seq, wire.method, wire.text)
+
+
+async def thread_wire_events(*, owner: str, key: str, graph: str, since: int | None) -> AsyncGenerator[WireEvent, None]:
+    """Every protocol event of the thread past `since` (None: from its
+    newest run's start), then its next runs' as they come."""
     start = since // SEQ_PER_TURN if since is not None else None
     try:
         epoch, turns = await db(turn_numbers_from, owner=owner, key=key, number=start)
@@ -209,8 +223,8 @@ async def follow_thread(*, owner: str, key: str, graph: str, sub: Subscription) 
             if since is not None and number == since // SEQ_PER_TURN:
                 after = max(0, (since % SEQ_PER_TURN) // SEQ_PER_EVENT - 1)
             async for wire in _turn_events(turn_id, number, after, graph):
-                if (since is None or wire.seq > since) and matches(sub, wire.method, wire.namespace, wire.data):
-                    yield ProtocolEvent(wire.seq, wire.method, wire.text)
+                if since is None or wire.seq > since:
+                    yield wire
             last = number
         while True:
             try:

@@ -186,3 +186,25 @@ def database_answers() -> None:
     """Raises unless the database answers a trivial query (a liveness probe)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
+
+
+# How a stored protocol event of the `lifecycle` channel begins
+# (turns_app.thread_stream_parts.wire_form, written by native_json.dumps).
+LIFECYCLE_PREFIX = '{"method":"lifecycle"'
+
+
+def newest_turn_lifecycle(*, owner: str, key: str) -> tuple[str, list[str]] | None:
+    """The session's newest turn of its epoch: its status, and the stored
+    lifecycle protocol events of its subgraphs, oldest first (each a small
+    JSON object; the rest of its log is not read). None: no turn yet."""
+    session = session_get(owner=owner, key=key)
+    turn = (
+        AgentTurn.objects.filter(session=session, epoch=session.epoch)
+        .order_by("-number")
+        .values_list("id", "status")
+        .first()
+    )
+    if turn is None:
+        return None
+    rows = AgentTurnEvent.objects.filter(turn_id=turn[0], event="protocol", data__startswith=LIFECYCLE_PREFIX)
+    return str(turn[1]), list(rows.order_by("seq").values_list("data", flat=True))

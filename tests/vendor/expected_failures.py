@@ -6,10 +6,6 @@ passing fails the run until its line here is removed."""
 
 from __future__ import annotations
 
-# Thread-centric streaming (`client.threads.stream()`, SDK >= 0.4) is served
-# over HTTP and SSE (docs/agent-protocol.md, "Thread streams"), not over
-# WebSocket.
-WEBSOCKET = "thread-stream protocol over WebSocket: not served (the WebSocket upgrade at /threads/{id}/stream/events)"
 FACTORY = (
     "factory graphs: factory_agent is not registered (agentsite calls a factory with model= and "
     "checkpointer=, not (config, runtime), and its state has no messages channel); runs.wait answers 422"
@@ -31,5 +27,4 @@ EXPECTED_FAILURES: dict[str, str] = {
     **_both("test_factory_graph.py::test_factory_graph_executes", FACTORY),
     **_both("test_store.py::test_store_put_get_delete", STORE),
     **_both("test_store.py::test_store_search_and_list_namespaces", STORE),
-    **_both("test_websocket.py::test_websocket", WEBSOCKET),
 }
