@@ -306,6 +306,11 @@ AGENT_EVENT_RETENTION_SECONDS = env_number("AGENT_EVENT_RETENTION_SECONDS", 3600
 # an Idempotency-Key stable across retries); none by default.
 AGENT_BOOKING_SERVICE_URL = os.environ.get("AGENT_BOOKING_SERVICE_URL", "")
 AGENT_MAX_SESSIONS_PER_OWNER = env_number("AGENT_MAX_SESSIONS_PER_OWNER", 1000, cast=int, minimum=1)
+# The health port (core.http.health_port): `/api/health` on a listener thread
+# of its own, answered promptly however busy the server is; 0: off. Point
+# a load balancer at it, on an address only it reaches.
+AGENT_HEALTH_PORT = env_number("AGENT_HEALTH_PORT", 0, cast=int)
+AGENT_HEALTH_HOST = os.environ.get("AGENT_HEALTH_HOST", "127.0.0.1")
 
 # --- hostile clients (core.http.edge and core.http.server_guard) ------
 

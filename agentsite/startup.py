@@ -139,6 +139,28 @@ def start_maintenance() -> None:
     reactor.callWhenRunning(reactor.callLater, 0, maintenance.start)
 
 
+def start_health_port() -> None:
+    """AGENT_HEALTH_PORT: /api/health on a thread of its own
+    (core.http.health_port), and the loop's heartbeat it reports."""
+    import sys
+
+    if not settings.AGENT_HEALTH_PORT:
+        return
+    from core.http.health_port import Heartbeat, serve
+    from turns_app.health import PortProbe
+
+    heartbeat = Heartbeat()
+    try:
+        serve(settings.AGENT_HEALTH_HOST, settings.AGENT_HEALTH_PORT, PortProbe(heartbeat))
+    except OSError as exc:
+        where = f"{settings.AGENT_HEALTH_HOST}:{settings.AGENT_HEALTH_PORT}"
+        raise StartupError(f"cannot listen on the health port {where} (AGENT_HEALTH_PORT): {exc.strerror}") from exc
+    if "twisted.internet.reactor" in sys.modules:
+        from twisted.internet import reactor
+
+        reactor.callWhenRunning(heartbeat.start, reactor.callLater)
+
+
 def prepare_serving() -> None:
     if settings.LOG_FORMAT == "json":
         route_daphne_access_log()
@@ -152,6 +174,7 @@ def prepare_serving() -> None:
     install_shutdown_hook()
     graceful_stop.install()
     start_maintenance()
+    start_health_port()
 
 
 def freeze_startup_heap() -> None:

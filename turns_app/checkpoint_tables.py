@@ -20,6 +20,7 @@ import uuid
 from typing import Any
 
 from django.db import connection, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.migrations.recorder import MigrationRecorder
 
 from core.database import is_postgres, postgres_conninfo
@@ -108,11 +109,12 @@ def drop_tables(settings_dict: dict[str, Any], schema_editor) -> None:
         schema_editor.execute(f"DROP TABLE IF EXISTS {schema_editor.quote_name(table)}")
 
 
-def schema_problem(using: str = "default") -> str | None:
+def schema_problem(using: str = "default", *, conn: BaseDatabaseWrapper | None = None) -> str | None:
     """Why the checkpointer cannot be used on this database, or None: its
     tables are missing, or (PostgreSQL) the installed LangGraph expects schema
-    migrations that were never applied."""
-    conn = connections[using]
+    migrations that were never applied. Asked through `using`'s connection,
+    or through `conn` (the health port's own)."""
+    conn = conn if conn is not None else connections[using]
     existing = set(conn.introspection.table_names())
     missing = [t for t in checkpoint_tables(conn.settings_dict) if t not in existing]
     if missing:

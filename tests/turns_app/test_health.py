@@ -63,3 +63,44 @@ async def test_health_answers_while_every_database_thread_is_busy():
     finally:
         release.set()
         await asyncio.gather(*steps)
+
+
+def _get(port: int, request: str) -> tuple[int, dict]:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request.encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def test_the_health_port_answers_the_route_s_body_and_its_errors_in_the_contract():
+    """core.http.health_port with turns_app.health.PortProbe on its own
+    connection: the route's answer; another path, another method, the
+    API's error contract; a loop whose heartbeat is old, 503."""
+    from core.http.health_port import Heartbeat, serve
+    from tests.system.server import free_port
+
+    heartbeat = Heartbeat()
+    port = free_port()
+    probe = health.PortProbe(heartbeat)
+    server = serve("127.0.0.1", port, probe)
+    try:
+        assert _get(port, "GET /api/health HTTP/1.0\r\n\r\n") == (
+            200,
+            {"status": "ok", "database": "ok", "checkpointer": "ok"},
+        )
+        status, body = _get(port, "GET /api/sessions HTTP/1.0\r\n\r\n")
+        assert (status, body["error"]["code"]) == (404, "not_found")
+        status, body = _get(port, "POST /api/health HTTP/1.0\r\nContent-Length: 0\r\n\r\n")
+        assert (status, body["error"]["code"]) == (405, "method_not_allowed")
+        heartbeat.last = time.monotonic() - 10  # the loop has not run a timer for 10 s
+        status, body = _get(port, "GET /api/health HTTP/1.0\r\n\r\n")
+        assert status == 503 and body["event_loop"].startswith("stalled for"), body
+    finally:
+        server.shutdown()
+        server.server_close()
+        probe.close()
