@@ -6,7 +6,7 @@
 #   make lint           ruff check, ruff format --check and mypy (pyproject.toml); all three always run
 #   make migrate        apply migrations (business + checkpointer tables)
 #   make api-key NAME=alice   create an API key (printed once)
-#   make bench          agentsite vs bare LangGraph, side by side (BENCH_ARGS, e.g. --smoke)
+#   make bench          agentsite vs bare LangGraph, langgraph-api and Aegra (BENCH_ARGS, e.g. --smoke)
 #   make clean          remove install stamps, data/ (the SQLite database!) and build leftovers
 #   make distclean      clean + remove .venv
 #
@@ -122,7 +122,9 @@ lint: $(DEV_STAMP) data-dir
 
 # Starts its own daphne processes and creates (then drops) its own databases on
 # the PostgreSQL at BENCH_POSTGRES_URL (default: the local one); a few minutes.
-# Table on stdout, figures in artifacts/bench.json.
+# With --peers (the default, all) it installs langgraph-api and Aegra into
+# their own virtualenvs under .bench-venvs/ (never into .venv) and starts them.
+# Tables on stdout, figures in artifacts/bench.json.
 bench: $(DEV_STAMP)
 	$(VENV_PY) -m bench.run $(BENCH_ARGS)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 
 from bench.client import Connection
-from bench.run import BIN, HOST, ROOT, cpu_of, free_port, loadavg
+from bench.servers import BIN, HOST, ROOT, cpu_of, free_port, loadavg
 
 TEXT = "Hi! My name is Ada Lovelace"
 

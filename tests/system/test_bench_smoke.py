@@ -1,6 +1,7 @@
 """`make bench`'s harness runs end to end: a smoke pass (a few turns of every
 scenario of docs/scale.md, "Targets") exits 0, prints the ratio table and writes JSON with
-every scenario, for agentsite on PostgreSQL and SQLite and for the floor.
+every scenario, for agentsite on PostgreSQL and SQLite and for the floor,
+and the LangGraph SDK scenarios against agentsite's /langgraph/.
 Not a timed test: no figure is checked against a target here."""
 
 from __future__ import annotations
@@ -54,6 +55,23 @@ FLOOR_METRICS = {
     "fresh.statements",
 }
 
+# What bench.sdk reports for every LangGraph server.
+SDK_METRICS = {
+    "wait.p50_ms",
+    "wait.cpu_ms",
+    "wait.postgresql_cpu_ms",  # new thread + runs.wait
+    "stream.first.p50_ms",
+    "stream.end.p50_ms",  # runs.stream, values + messages-tuple
+    "many.runs_per_s",
+    "many.cpu_ms",  # 20 clients × 20 runs
+    "contention.runs",
+    "contention.committed",
+    "contention.lost",
+    "contention.duplicated",  # one thread, enqueue
+    "tools.p50_ms",  # the 5-step tool run
+    "same.last20_over_first20",  # 200 runs on one thread
+}
+
 
 def postgres_url() -> str:
     """The suite's PostgreSQL on the PostgreSQL pass; TEST_POSTGRES_URL or the
@@ -94,3 +112,14 @@ def test_bench_smoke_runs_every_scenario(tmp_path):
         assert figures["contention.lost"] == 0 and figures["contention.refused"] == 0, figures
         assert figures["contention.committed"] > 0
     assert report["checks"] and report["smoke"] is True
+
+    # The SDK scenarios (bench.sdk), against agentsite's /langgraph/ alone:
+    # the smoke pass installs no peer.
+    sdk = report["sdk"]
+    assert sdk["servers"] == {"agentsite": "running"}, sdk["servers"]
+    ours = sdk["columns"]["agentsite"]
+    assert set(ours) >= SDK_METRICS, sorted(ours)
+    assert ours["contention.committed"] == ours["contention.runs"] > 0, ours
+    assert ours["contention.lost"] == ours["contention.duplicated"] == ours["contention.refused"] == 0, ours
+    assert "LangGraph servers through the LangGraph SDK (bench.sdk):" in lines
+    assert any(line.startswith("| server | running |") for line in lines), done.stdout
