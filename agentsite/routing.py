@@ -30,7 +30,12 @@ def build_application():
 
     api_app = ApiHandler()
     # After get_asgi_application(): the consumers import models.
-    from langgraph_app.consumers import JoinStreamConsumer, RunStreamConsumer, ThreadEventsConsumer
+    from langgraph_app.consumers import (
+        JoinStreamConsumer,
+        RunStreamConsumer,
+        ThreadEventsConsumer,
+        ThreadJoinConsumer,
+    )
     from langgraph_app.cors import ProtocolCors
     from langgraph_app.thread_socket import RefusedSocket, ThreadStreamSocket
     from turns_app.consumers import TurnReattachConsumer, TurnStreamConsumer
@@ -57,6 +62,7 @@ def build_application():
                             r"^langgraph/threads/(?P<thread_id>[^/]+)/stream/events$",
                             ThreadEventsConsumer.as_asgi(),
                         ),
+                        asgi_path(r"^langgraph/threads/(?P<thread_id>[^/]+)/stream$", ThreadJoinConsumer.as_asgi()),
                         asgi_path(
                             r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/stream$",
                             JoinStreamConsumer.as_asgi(),

@@ -5,6 +5,7 @@ Django (agentsite.routing), on the SSE transport /api/ uses:
     POST /langgraph/runs/stream                       the same on a throwaway thread
     POST /langgraph/threads/{thread_id}/stream/events  the thread-stream protocol's events
     GET  /langgraph/threads/{thread_id}/runs/{run_id}/stream   join a run (Last-Event-ID)
+    GET  /langgraph/threads/{thread_id}/stream         join the thread's stream (Last-Event-ID)
 
 Errors found before the stream starts are JSON `{"detail", "code"}` with
 their status; once it started, a failure is an `error` event.
@@ -24,7 +25,7 @@ from core.errors import ApiError, MethodNotAllowed, ValidationFailed
 from core.http import errors
 from core.http.bodies import parse_json, validate_body
 from core.http.sse import Headers, SseConsumer
-from langgraph_app import run_records, runs, thread_events, threads
+from langgraph_app import run_records, runs, thread_events, thread_join, threads
 from langgraph_app.auth import authenticate
 from langgraph_app.errors import run_not_found
 from langgraph_app.params import TRUE
@@ -172,3 +173,18 @@ class ThreadEventsConsumer(_ProtocolStream):
         sub = thread_events.parse_subscription(parse_json(body) if body else None)
         session = await db(threads.thread_of, owner=api_key.owner, key=key)
         return Plan(thread_events.follow_thread(owner=api_key.owner, key=key, graph=session.graph, sub=sub))
+
+
+class ThreadJoinConsumer(_ProtocolStream):
+    """GET /langgraph/threads/{thread_id}/stream: join the thread's stream
+    (thread_join), after Last-Event-ID, for as long as the client stays."""
+
+    method = "GET"
+
+    async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan:
+        api_key = await authenticate(headers)
+        key = check_session_key(route["thread_id"])
+        modes = thread_join.parse_modes(self.query())
+        since = thread_join.parse_since(headers.get("last-event-id"))
+        await db(threads.thread_of, owner=api_key.owner, key=key)
+        return Plan(thread_join.join_thread(owner=api_key.owner, key=key, modes=modes, since=since))

@@ -211,6 +211,16 @@ async def follow_thread(*, owner: str, key: str, graph: str, sub: Subscription) 
 async def thread_wire_events(*, owner: str, key: str, graph: str, since: int | None) -> AsyncGenerator[WireEvent, None]:
     """Every protocol event of the thread past `since` (None: from its
     newest run's start), then its next runs' as they come."""
+    async for turn_id, number, after in thread_turns(owner=owner, key=key, since=since):
+        async for wire in _turn_events(turn_id, number, after, graph):
+            if since is None or wire.seq > since:
+                yield wire
+
+
+async def thread_turns(*, owner: str, key: str, since: int | None) -> AsyncGenerator[tuple[UUID, int, int], None]:
+    """The thread's runs (turns) a stream past `since` reads, oldest first,
+    then its next ones as they come, as (turn id, number, the log id to
+    read after); it ends when the thread is deleted (its epoch changes)."""
     start = since // SEQ_PER_TURN if since is not None else None
     try:
         epoch, turns = await db(turn_numbers_from, owner=owner, key=key, number=start)
@@ -222,9 +232,7 @@ async def thread_wire_events(*, owner: str, key: str, graph: str, since: int | N
             after = 0
             if since is not None and number == since // SEQ_PER_TURN:
                 after = max(0, (since % SEQ_PER_TURN) // SEQ_PER_EVENT - 1)
-            async for wire in _turn_events(turn_id, number, after, graph):
-                if since is None or wire.seq > since:
-                    yield wire
+            yield turn_id, number, after
             last = number
         while True:
             try:

@@ -352,3 +352,13 @@ def turn_values(*, owner: str, key: str, turn_id: UUID) -> dict[str, Any]:
         raise run_not_found(turn_id)
     state = State(CheckpointRef(turn.epoch, turn.version or 0, 2 * turn.number), "after", turn, None, turn.finished_at)
     return values_of(session, state, {t.id: t for t in turns})
+
+
+def state_after_turn(*, owner: str, key: str, turn_id: UUID) -> dict[str, Any] | None:
+    """The ThreadState a finished turn of the epoch left (None: it left none)."""
+    session = thread_of(owner=owner, key=key)
+    turns = finished_turns(session)
+    for state in states_of(session, turns):
+        if state.kind == "after" and state.turn is not None and state.turn.id == turn_id:
+            return state_json(session, state, {t.id: t for t in turns})
+    return None
