@@ -121,9 +121,10 @@ lint: $(DEV_STAMP) data-dir
 # --- benchmark -------------------------------------------------------------------
 
 # Starts its own daphne processes and creates (then drops) its own databases on
-# the PostgreSQL at BENCH_POSTGRES_URL (default: the local one); a few minutes.
-# With --peers (the default, all) it installs langgraph-api and Aegra into
-# their own virtualenvs under .bench-venvs/ (never into .venv) and starts them.
+# the PostgreSQL at BENCH_POSTGRES_URL (default: the local one); a few minutes
+# with --peers none. With --peers (the default, all) it installs langgraph-api
+# and Aegra into their own virtualenvs under .bench-venvs/ (never into .venv)
+# and starts them: then about 45 minutes a round (--rounds N).
 # Tables on stdout, figures in artifacts/bench.json.
 bench: $(DEV_STAMP)
 	$(VENV_PY) -m bench.run $(BENCH_ARGS)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import platform
@@ -90,8 +91,11 @@ def main() -> int:
         const=str(ROOT / "artifacts" / "bench-profile.svg"),
         help="a py-spy flame graph (SVG; default artifacts/bench-profile.svg) of agentsite under the SDK's 20 × 20",
     )
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 3; the smoke pass runs 1)")
     args = parser.parse_args()
     sizes = SMOKE if args.smoke else Sizes()
+    if args.rounds:
+        sizes = dataclasses.replace(sizes, rounds=args.rounds)
     sdk_sizes = SDK_SMOKE if args.smoke else SdkSizes()
     peer_names = peers.parse_peers(args.peers or ("none" if args.smoke else "all"))
     targets = args.targets.split(",")
