@@ -29,6 +29,7 @@ from langgraph_app import runs, thread_tree, threads
 from langgraph_app.schemas import RunCreateStateful
 from langgraph_app.thread_events import MAX_SEGMENT_LENGTH, MAX_SEGMENTS
 from sessions_app.auth import ApiKey
+from turns_app import selectors as turn_selectors
 
 logger = logging.getLogger(__name__)
 
@@ -133,21 +134,50 @@ def _namespace(raw: Any) -> list[str]:
     return raw
 
 
+MAX_RESPONSES = 64
+
+
+def _respond_entries(params: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(interrupt id, response) of each answer: `interrupt_id`/`response`,
+    or a `responses` batch of them (several interrupts pending at once). A
+    subgraph's interrupt is answered by its id, which LangGraph makes from
+    the subgraph's namespace: a `namespace` is checked for its shape only,
+    as LangGraph's server does for an interrupt it has not seen on the
+    connection."""
+    raw = params.get("responses")
+    if raw is None:
+        raw = [params]
+    elif not isinstance(raw, list) or not 0 < len(raw) <= MAX_RESPONSES or not all(isinstance(r, dict) for r in raw):
+        message = f"params.responses must be 1 to {MAX_RESPONSES} objects"
+        raise CommandError("invalid_argument", message, "validation_error")
+    entries = []
+    for entry in raw:
+        interrupt_id = entry.get("interrupt_id")
+        if not isinstance(interrupt_id, str) or len(interrupt_id) > MAX_SEGMENT_LENGTH:
+            raise CommandError("invalid_argument", "params.interrupt_id is required", "validation_error")
+        _namespace(entry.get("namespace"))
+        entries.append((interrupt_id, entry.get("response")))
+    return entries
+
+
 async def _input_respond(caller: Caller, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
-    interrupt_id = params.get("interrupt_id")
-    if not isinstance(interrupt_id, str):
-        raise CommandError("invalid_argument", "params.interrupt_id is required", "validation_error")
-    # A subgraph's interrupt is answered by its id, which LangGraph makes
-    # from the subgraph's namespace: the namespace is checked for shape and
-    # the id against what the thread waits on, as LangGraph's server does
-    # when it has not seen the interrupt on this connection.
-    _namespace(params.get("namespace"))
+    entries = _respond_entries(params)
     session = await db(threads.thread_of, owner=caller.owner, key=thread_id)
-    pending = [i.get("id") for i in (session.interrupts or ()) if isinstance(i, dict)]
-    if interrupt_id not in pending:
-        raise CommandError("no_such_interrupt", f"the thread waits on no interrupt {interrupt_id[:80]!r}")
-    # One interrupt: its answer; several: LangGraph's map of answers by id.
-    resume = params.get("response") if len(pending) == 1 else {interrupt_id: params.get("response")}
+    pending = {i.get("id") for i in (session.interrupts or ()) if isinstance(i, dict)}
+    missing = [i for i, _ in entries if i not in pending]
+    # Answered already: only a retry under the same Idempotency-Key goes on,
+    # to be replayed (docs/turn-protocol.md, "Idempotency"); else it is no
+    # interrupt the thread waits on.
+    retried = False
+    if missing and caller.idempotency_key:
+        retried = await db(
+            turn_selectors.has_turn_with_key, owner=caller.owner, key=thread_id, idempotency_key=caller.idempotency_key
+        )
+    if missing and not retried:
+        raise CommandError("no_such_interrupt", f"the thread waits on no interrupt {missing[0][:80]!r}")
+    # LangGraph's map of answers by interrupt id, as its server sends it:
+    # the same request whatever else waits, so a retry is the same request.
+    resume = dict(entries)
     fields = {"assistant_id": session.graph, "command": {"resume": resume}, "stream_mode": [EVENTS_MODE]}
     await _start(caller, thread_id, fields)
     return {}

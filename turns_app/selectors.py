@@ -208,3 +208,11 @@ def newest_turn_lifecycle(*, owner: str, key: str) -> tuple[str, list[str]] | No
         return None
     rows = AgentTurnEvent.objects.filter(turn_id=turn[0], event="protocol", data__startswith=LIFECYCLE_PREFIX)
     return str(turn[1]), list(rows.order_by("seq").values_list("data", flat=True))
+
+
+def has_turn_with_key(*, owner: str, key: str, idempotency_key: str) -> bool:
+    """Whether the session's epoch has a turn under this Idempotency-Key that
+    did not abort (one a retry of its request replays)."""
+    session = session_get(owner=owner, key=key)
+    turns = AgentTurn.objects.filter(session=session, epoch=session.epoch, idempotency_key=idempotency_key)
+    return turns.exclude(status=AgentTurn.Status.ABORTED).exists()

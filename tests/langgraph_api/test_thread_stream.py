@@ -30,9 +30,12 @@ def headers(key: str) -> dict[str, str]:
     return {"x-api-key": key}
 
 
-async def command(http: httpx.AsyncClient, key: str, thread: str, method: str, params: dict) -> dict[str, Any]:
+async def command(
+    http: httpx.AsyncClient, key: str, thread: str, method: str, params: dict, idempotency_key: str | None = None
+) -> dict[str, Any]:
+    sent = {**headers(key), **({"Idempotency-Key": idempotency_key} if idempotency_key else {})}
     response = await http.post(
-        f"/threads/{thread}/commands", json={"id": 1, "method": method, "params": params}, headers=headers(key)
+        f"/threads/{thread}/commands", json={"id": 1, "method": method, "params": params}, headers=sent
     )
     assert response.status_code == 200, response.text
     return response.json()
@@ -100,7 +103,7 @@ async def test_a_stream_resumes_on_another_process_without_gap_or_duplicate(serv
 
         # The resume is a run of its own on the same stream, its seqs above.
         answer = {"interrupt_id": asked["params"]["data"]["interrupt_id"], "namespace": [], "response": "yes"}
-        resumed = await command(on_second, alice, thread, "input.respond", answer)
+        resumed = await command(on_second, alice, thread, "input.respond", answer, "answer-1")
         assert resumed["type"] == "success", resumed
         after = await events_until(on_second, alice, thread, {"channels": ALL, "since": live[-1]["seq"]}, "completed")
         assert after[0]["seq"] > live[-1]["seq"]
@@ -115,9 +118,14 @@ async def test_a_stream_resumes_on_another_process_without_gap_or_duplicate(serv
         )
         assert {e["method"] for e in only_input} == {"lifecycle"}
         assert all(e["params"]["namespace"] == [] for e in only_input)
-        # The answer was taken once: a second one finds no interrupt.
+        # The answer was taken once: a second one finds no interrupt; its
+        # retry under the same Idempotency-Key is replayed, and runs nothing.
         again_answer = await command(on_second, alice, thread, "input.respond", answer)
         assert again_answer["type"] == "error" and again_answer["error"] == "no_such_interrupt"
+        retried = await command(on_second, alice, thread, "input.respond", answer, "answer-1")
+        assert retried == resumed
+        batch = await command(on_second, alice, thread, "input.respond", {"responses": []})
+        assert batch["error"] == "invalid_argument", batch
         state = (await on_second.get(f"/threads/{thread}/state", headers=headers(alice))).json()
         assert state["values"]["items"] == ["streamed", "tool", "asked", "sub"]
 
