@@ -106,6 +106,7 @@ INSTALLED_APPS = [
     "ninja",
     "axes",
     "sessions_app",
+    "assistants_app",
     "turns_app",
     "langgraph_app",
     # The booking graph's app: its Booking model and the effect that creates it.

@@ -53,6 +53,10 @@ class ErrorCode(StrEnum):
     REQUEST_TIMEOUT = "request_timeout"
     HEADERS_TOO_LARGE = "headers_too_large"
     TOO_MANY_SESSIONS = "too_many_sessions"
+    # /langgraph/'s assistants (assistants_app).
+    ASSISTANT_NOT_FOUND = "assistant_not_found"
+    ASSISTANT_EXISTS = "assistant_exists"
+    SYSTEM_ASSISTANT = "system_assistant"
 
 
 class ApiError(Exception):
@@ -238,6 +242,19 @@ class EffectRefused(ApiError):
 class UnknownGraph(ApiError):
     code, status = ErrorCode.UNKNOWN_GRAPH, 422
     default_message = "no graph of that name is registered (GET /api/graphs lists them)"
+
+
+class AssistantNotFound(ApiError):
+    code, status, default_message = ErrorCode.ASSISTANT_NOT_FOUND, 404, "no such assistant"
+
+
+class AssistantExists(ApiError):
+    code, status, default_message = ErrorCode.ASSISTANT_EXISTS, 409, "an assistant with this id exists"
+
+
+class SystemAssistant(ApiError):
+    code, status = ErrorCode.SYSTEM_ASSISTANT, 409
+    default_message = "a graph's system assistant is read-only: create an assistant of that graph instead"
 
 
 class GraphMismatch(ApiError):

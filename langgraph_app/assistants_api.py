@@ -1,89 +1,165 @@
-"""The protocol's assistants: the registered graphs, read-only. An
-assistant id is a graph name or its UUID (ids.py)."""
+"""The protocol's assistants (assistants_app): each owner's own, created,
+patched (a new version each time), versioned and deleted as LangGraph's
+server does it, and one system assistant per registered graph (its name or
+its UUID, read-only). Another owner's assistant is a 404."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 import re
-from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpResponse
 from ninja import Router
 
-from core.errors import SessionNotFound, ValidationFailed
+from assistants_app import selectors as assistants_read
+from assistants_app import services as assistants_write
+from core.asyncdb import db
+from core.errors import ValidationFailed
 from graphs.runtime.registry import build_graph, describe
-from langgraph_app.ids import UnknownAssistant, assistant_id, graph_of_assistant
-from langgraph_app.params import TRUE, select
-from langgraph_app.schemas import AssistantCountRequest, AssistantSearchRequest
+from langgraph_app.auth import AuthedRequest
+from langgraph_app.errors import not_supported
+from langgraph_app.params import TRUE, flag, select
+from langgraph_app.schemas import (
+    AssistantCountRequest,
+    AssistantCreate,
+    AssistantPatch,
+    AssistantSearchRequest,
+    AssistantVersionChange,
+    AssistantVersionsRequest,
+)
 from turns_app.native_json import dumps
-
-# Assistants are the registered graphs: they exist as long as the process.
-REGISTERED_AT = datetime.now(UTC).isoformat()
 
 assistants = Router(tags=["Assistants"])
 XRAY_DEPTH = re.compile(r"[0-9]{1,2}")
 FALSE = frozenset({"0", "false", "no", "off"})
 
 
-@functools.lru_cache(maxsize=64)
-def _description(graph: str) -> str | None:
-    return describe(graph)["description"] or None
-
-
-def _assistant(graph: str) -> dict[str, Any]:
-    return {
-        "assistant_id": assistant_id(graph),
-        "graph_id": graph,
-        "config": {},
-        "context": {},
-        "metadata": {"created_by": "system"},
-        "name": graph,
-        "description": _description(graph),
-        "version": 1,
-        "created_at": REGISTERED_AT,
-        "updated_at": REGISTERED_AT,
+def assistant_json(row: Any) -> dict[str, Any]:
+    """An assistant, or one of its versions (which has no updated_at)."""
+    parent = getattr(row, "assistant", None)
+    out = {
+        "assistant_id": str(parent.assistant_id if parent is not None else row.assistant_id),
+        "graph_id": row.graph_id,
+        "config": row.config,
+        "context": row.context,
+        "metadata": row.metadata,
+        "name": row.name,
+        "description": row.description,
+        "version": row.version,
+        "created_at": row.created_at.isoformat(),
     }
+    if parent is None:
+        out["updated_at"] = row.updated_at.isoformat()
+    return out
 
 
-def _graph_or_404(raw: str) -> str:
-    try:
-        return graph_of_assistant(raw)
-    except UnknownAssistant:
-        raise SessionNotFound(f"Assistant {raw[:80]} not found") from None
+def _config(payload: AssistantCreate | AssistantPatch) -> dict[str, Any] | None:
+    return None if payload.config is None else payload.config.model_dump(exclude_none=True)
 
 
-def _assistants(filters: AssistantSearchRequest | AssistantCountRequest) -> list[dict[str, Any]]:
-    found = [_assistant(graph) for graph in settings.AGENT_GRAPHS]
-    if filters.graph_id is not None:
-        found = [a for a in found if a["graph_id"] == filters.graph_id]
-    if filters.name is not None:
-        found = [a for a in found if filters.name.lower() in a["name"].lower()]
-    if filters.metadata:
-        found = [a for a in found if all(a["metadata"].get(k) == v for k, v in filters.metadata.items())]
-    return found
+@assistants.post("/assistants", summary="Create an assistant: a graph with its own config, context and metadata")
+async def create_assistant(request: AuthedRequest, payload: AssistantCreate):
+    row, _ = await db(
+        assistants_write.assistant_create,
+        owner=request.auth.owner,
+        graph_id=payload.graph_id,
+        assistant_id=payload.assistant_id,
+        config=_config(payload),
+        context=payload.context,
+        metadata=payload.metadata,
+        name=payload.name,
+        description=payload.description,
+        if_exists=payload.if_exists,
+    )
+    return assistant_json(row)
 
 
-@assistants.post("/assistants/search", summary="The registered graphs, as assistants")
-async def search_assistants(request: HttpRequest, payload: AssistantSearchRequest):
-    found = await asyncio.to_thread(_assistants, payload)
-    sort_by = payload.sort_by
-    if sort_by:
-        found.sort(key=lambda a: str(a[sort_by]), reverse=payload.sort_order == "desc")
-    return [select(a, payload.select) for a in found[payload.offset : payload.offset + payload.limit]]
+def _filters(payload: AssistantSearchRequest | AssistantCountRequest) -> assistants_read.AssistantFilter:
+    return assistants_read.AssistantFilter(graph_id=payload.graph_id, name=payload.name, metadata=payload.metadata)
+
+
+@assistants.post("/assistants/search", summary="Your assistants and the system ones")
+async def search_assistants(request: AuthedRequest, payload: AssistantSearchRequest, response: HttpResponse):
+    found, total = await db(
+        assistants_read.assistant_search,
+        owner=request.auth.owner,
+        filters=_filters(payload),
+        sort_by=payload.sort_by,
+        descending=payload.sort_order != "asc",
+        limit=payload.limit,
+        offset=payload.offset,
+    )
+    response["X-Pagination-Total"] = str(total)
+    if payload.offset + len(found) < total:
+        response["X-Pagination-Next"] = str(payload.offset + payload.limit)
+    return [select(assistant_json(a), payload.select) for a in found]
 
 
 @assistants.post("/assistants/count")
-async def count_assistants(request: HttpRequest, payload: AssistantCountRequest):
-    return len(await asyncio.to_thread(_assistants, payload))
+async def count_assistants(request: AuthedRequest, payload: AssistantCountRequest):
+    return await db(assistants_read.assistant_count, owner=request.auth.owner, filters=_filters(payload))
 
 
-@assistants.get("/assistants/{assistant_id}", summary="An assistant: a graph name or its UUID")
-async def get_assistant(request: HttpRequest, assistant_id: str):
-    return await asyncio.to_thread(_assistant, _graph_or_404(assistant_id))
+def _get(owner: str, assistant_id: str) -> dict[str, Any]:
+    return assistant_json(assistants_read.assistant_get(owner=owner, assistant_id=assistant_id))
+
+
+@assistants.get("/assistants/{assistant_id}", summary="An assistant: its UUID, or a graph name for its system one")
+async def get_assistant(request: AuthedRequest, assistant_id: str):
+    return await db(_get, owner=request.auth.owner, assistant_id=assistant_id)
+
+
+@assistants.patch("/assistants/{assistant_id}", summary="A new version of an assistant (metadata merged)")
+async def patch_assistant(request: AuthedRequest, assistant_id: str, payload: AssistantPatch):
+    row = await db(
+        assistants_write.assistant_patch,
+        owner=request.auth.owner,
+        assistant_id=assistant_id,
+        graph_id=payload.graph_id,
+        config=_config(payload),
+        context=payload.context,
+        metadata=payload.metadata,
+        name=payload.name,
+        description=payload.description,
+    )
+    return assistant_json(row)
+
+
+@assistants.delete("/assistants/{assistant_id}", response={204: None}, summary="Delete an assistant, every version")
+async def delete_assistant(request: AuthedRequest, assistant_id: str):
+    if flag(request, "delete_threads"):
+        raise not_supported("delete_threads")
+    await db(assistants_write.assistant_delete, owner=request.auth.owner, assistant_id=assistant_id)
+    return 204, None
+
+
+@assistants.post("/assistants/{assistant_id}/versions", summary="An assistant's versions, newest first")
+async def assistant_versions(request: AuthedRequest, assistant_id: str, payload: AssistantVersionsRequest):
+    found = await db(
+        assistants_read.assistant_versions,
+        owner=request.auth.owner,
+        assistant_id=assistant_id,
+        metadata=payload.metadata,
+        limit=payload.limit,
+        offset=payload.offset,
+    )
+    return [assistant_json(v) for v in found]
+
+
+@assistants.post("/assistants/{assistant_id}/latest", summary="Make one of an assistant's versions its current one")
+async def set_latest_version(request: AuthedRequest, assistant_id: str, payload: AssistantVersionChange):
+    row = await db(
+        assistants_write.assistant_set_latest,
+        owner=request.auth.owner,
+        assistant_id=assistant_id,
+        version=payload.version,
+    )
+    return assistant_json(row)
+
+
+def _graph_of(owner: str, assistant_id: str) -> str:
+    return assistants_read.assistant_get(owner=owner, assistant_id=assistant_id).graph_id
 
 
 def _drawable(graph: str, xray: bool | int) -> dict[str, Any]:
@@ -91,9 +167,10 @@ def _drawable(graph: str, xray: bool | int) -> dict[str, Any]:
 
 
 @assistants.get("/assistants/{assistant_id}/graph", summary="The graph's nodes and edges")
-async def get_assistant_graph(request: HttpRequest, assistant_id: str):
-    graph = _graph_or_404(assistant_id)
-    return await asyncio.to_thread(_drawable, graph, _xray(request.GET.get("xray")))
+async def get_assistant_graph(request: AuthedRequest, assistant_id: str):
+    xray = _xray(request.GET.get("xray"))
+    graph = await db(_graph_of, owner=request.auth.owner, assistant_id=assistant_id)
+    return await db(_drawable, graph=graph, xray=xray)
 
 
 def _xray(raw: str | None) -> bool | int:
@@ -128,11 +205,12 @@ def _schemas(graph: str) -> dict[str, Any]:
 
 
 @assistants.get("/assistants/{assistant_id}/schemas", summary="The graph's JSON Schemas")
-async def get_assistant_schemas(request: HttpRequest, assistant_id: str):
-    return await asyncio.to_thread(_schemas, _graph_or_404(assistant_id))
+async def get_assistant_schemas(request: AuthedRequest, assistant_id: str):
+    graph = await db(_graph_of, owner=request.auth.owner, assistant_id=assistant_id)
+    return await db(_schemas, graph=graph)
 
 
 @assistants.get("/assistants/{assistant_id}/subgraphs", summary="Subgraphs: none (graphs run as one)")
-async def get_assistant_subgraphs(request: HttpRequest, assistant_id: str):
-    _graph_or_404(assistant_id)
+async def get_assistant_subgraphs(request: AuthedRequest, assistant_id: str):
+    await db(_graph_of, owner=request.auth.owner, assistant_id=assistant_id)
     return {}

@@ -1,4 +1,4 @@
-"""The protocol's ids for our things: assistants are registered graphs,
+"""The protocol's ids for our things: a graph's system assistant is its name or UUID,
 threads are session keys, runs are turn ids, and checkpoints are the
 committed states of a session's history.
 
@@ -17,11 +17,9 @@ from typing import Any
 
 from django.conf import settings
 
+from assistants_app.selectors import system_assistant_id
 from core.errors import ValidationFailed
 
-# LangGraph's server gives each graph a default assistant with this uuid5
-# namespace; clients that stored such an id keep working against us.
-ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
 ASSISTANT_ID_MAX = 255
 _EPOCH_HEX, _VERSION_HEX, _STEP_HEX = 8, 12, 12
 
@@ -32,20 +30,14 @@ class UnknownAssistant(ValidationFailed):
 
 
 def assistant_id(graph: str) -> str:
-    return str(uuid.uuid5(ASSISTANT_NAMESPACE, graph))
+    """The UUID of a graph's system assistant (LangGraph's own, so clients
+    that stored one keep working against us)."""
+    return str(system_assistant_id(graph))
 
 
-def graph_of_assistant(raw: Any) -> str:
-    """The registered graph an assistant id names: a graph name, or its
-    assistant UUID."""
-    if isinstance(raw, str) and len(raw) <= ASSISTANT_ID_MAX:
-        if raw in settings.AGENT_GRAPHS:
-            return raw
-        for graph in settings.AGENT_GRAPHS:
-            if assistant_id(graph) == raw.lower():
-                return graph
+def unknown_assistant(raw: Any) -> UnknownAssistant:
     graphs = ", ".join(settings.AGENT_GRAPHS)
-    raise UnknownAssistant(
+    return UnknownAssistant(
         f"Invalid assistant: '{str(raw)[:ASSISTANT_ID_MAX]}'. Must be either:\n"
         f"- A valid assistant UUID, or\n- One of the registered graphs: {graphs}"
     )

@@ -32,7 +32,8 @@ COMMON: dict[int, list[C]] = {
     503: [C.STORAGE_UNAVAILABLE],
 }
 AUTHED = {**COMMON, 401: [C.UNAUTHORIZED], 422: [C.VALIDATION_ERROR]}
-ASSISTANT = {**AUTHED, 404: [C.SESSION_NOT_FOUND]}
+ASSISTANT = {**AUTHED, 404: [C.ASSISTANT_NOT_FOUND]}
+ASSISTANT_WRITE = {**ASSISTANT, 409: [C.SYSTEM_ASSISTANT], 422: [C.VALIDATION_ERROR, C.UNKNOWN_GRAPH]}
 THREAD = {**AUTHED, 404: [C.SESSION_NOT_FOUND], 422: [C.VALIDATION_ERROR, C.INVALID_SESSION_KEY]}
 RUN = {**THREAD, 404: [C.SESSION_NOT_FOUND, C.TURN_NOT_FOUND]}
 # Starting a run is a turn (docs/turn-protocol.md): what a chat answers.
@@ -63,9 +64,14 @@ RUN_START = {
 STATUSES: dict[str, dict[int, list[C]]] = {
     "get /info": COMMON,
     "get /ok": COMMON,
+    "post /assistants": {**AUTHED, 409: [C.ASSISTANT_EXISTS], 422: [C.VALIDATION_ERROR, C.UNKNOWN_GRAPH]},
     "post /assistants/search": AUTHED,
     "post /assistants/count": AUTHED,
     "get /assistants/{assistant_id}": ASSISTANT,
+    "patch /assistants/{assistant_id}": ASSISTANT_WRITE,
+    "delete /assistants/{assistant_id}": ASSISTANT_WRITE,
+    "post /assistants/{assistant_id}/versions": ASSISTANT,
+    "post /assistants/{assistant_id}/latest": ASSISTANT_WRITE,
     "get /assistants/{assistant_id}/graph": ASSISTANT,
     "get /assistants/{assistant_id}/schemas": ASSISTANT,
     "get /assistants/{assistant_id}/subgraphs": ASSISTANT,
@@ -109,6 +115,7 @@ STATUSES: dict[str, dict[int, list[C]]] = {
 }
 # Successes other than 200 (LangGraph's server answers the same).
 SUCCESSES: dict[str, dict[str, str]] = {
+    "delete /assistants/{assistant_id}": {"204": "deleted, every version"},
     "patch /threads/{thread_id}": {"204": "with `Prefer: return=minimal`"},
     "delete /threads/{thread_id}": {"204": "deleted: purged, a tombstone kept"},
     "post /threads/{thread_id}/runs/{run_id}/cancel": {

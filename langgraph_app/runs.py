@@ -24,9 +24,9 @@ from core.asyncdb import db
 from core.errors import SessionBusy, SessionExists, SessionNotFound, TurnCommitted, TurnNotFound
 from core.http.errors import run_error
 from graphs.runtime.registry import GraphShape, shape_for
-from langgraph_app import stream, threads
+from langgraph_app import run_config, stream, threads
 from langgraph_app.errors import not_supported, run_not_found, thread_busy, thread_not_found
-from langgraph_app.ids import CheckpointRef, assistant_id, graph_of_assistant
+from langgraph_app.ids import CheckpointRef
 from langgraph_app.run_input import (
     ResumeNeedsThread,
     RunBody,
@@ -131,12 +131,13 @@ def start_point(*, owner: str, key: str, ref: CheckpointRef) -> tuple[StartFrom,
     return StartFrom(parent.id if parent else None, threads.version_after(parent) if parent else 0), again or None
 
 
-def _stamp(graph: str) -> dict[str, str]:
+def _stamp(assistant: run_config.RunAssistant) -> dict[str, str]:
     # agent-chat-ui lists threads by these (threads.search by metadata).
-    return {"graph_id": graph, "assistant_id": assistant_id(graph)}
+    return {"graph_id": assistant.graph, "assistant_id": assistant.assistant_id}
 
 
-async def _ensure_thread(owner: str, key: str, graph: str, create: bool) -> None:
+async def _ensure_thread(owner: str, key: str, assistant: run_config.RunAssistant, create: bool) -> None:
+    graph = assistant.graph
     try:
         await db(sessions.session_get, owner=owner, key=key)
     except SessionNotFound:
@@ -144,8 +145,8 @@ async def _ensure_thread(owner: str, key: str, graph: str, create: bool) -> None
             raise thread_not_found(key) from None
         # SessionExists: made by a concurrent request; it is ours to run on now.
         with contextlib.suppress(SessionExists):
-            await db(session_services.session_create, owner=owner, key=key, graph=graph, metadata=_stamp(graph))
-    await db(session_services.session_merge_metadata, owner=owner, key=key, metadata=_stamp(graph))
+            await db(session_services.session_create, owner=owner, key=key, graph=graph, metadata=_stamp(assistant))
+    await db(session_services.session_merge_metadata, owner=owner, key=key, metadata=_stamp(assistant))
 
 
 async def _cancel_running(owner: str, key: str) -> None:
@@ -167,7 +168,8 @@ async def start_run(
     modes unless the body names some: a `values` snapshot per step would be
     serialized and stored for no one."""
     stateless = key is None
-    graph = graph_of_assistant(body.assistant_id)
+    assistant = await db(run_config.resolve, owner=owner, raw=body.assistant_id)
+    graph = assistant.graph
     check_options(body)
     idempotency_key = check_idempotency_key(idempotency_key)
     shape = await db(shape_for, name=graph)
@@ -177,19 +179,24 @@ async def start_run(
         raise ResumeNeedsThread()
     ref = wanted_ref(body)
     modes = body.stream_modes if streamed or "stream_mode" in body.model_fields_set else []
-    protocol: dict[str, Any] = {"assistant_id": body.assistant_id, "stream_mode": modes, **breakpoints(body, shape)}
+    protocol: dict[str, Any] = {
+        "assistant_id": body.assistant_id,
+        "stream_mode": modes,
+        **breakpoints(body, shape),
+        **run_config.merged(assistant, body, shape.context_schema),
+    }
     if body.metadata:
         protocol["metadata"] = body.metadata
     if key is None:
         key = str(uuid.uuid4())
-        await db(session_services.session_create, owner=owner, key=key, graph=graph, metadata=_stamp(graph))
+        await db(session_services.session_create, owner=owner, key=key, graph=graph, metadata=_stamp(assistant))
         try:
             return await _start(owner, key, body, idempotency_key, graph, ref, command, protocol, shape, stateless=True)
         except BaseException:
             await db(session_services.session_delete_for_owner, owner=owner, key=key)
             raise
     sessions.check_session_key(key)
-    await _ensure_thread(owner, key, graph, create=getattr(body, "if_not_exists", None) == "create")
+    await _ensure_thread(owner, key, assistant, create=getattr(body, "if_not_exists", None) == "create")
     return await _start(owner, key, body, idempotency_key, graph, ref, command, protocol, shape, stateless=False)
 
 

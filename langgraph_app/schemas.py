@@ -65,6 +65,13 @@ def _bounded_metadata(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def _bounded_value(value: Any, what: str) -> Any:
+    raw = value.model_dump(exclude_none=True) if isinstance(value, BaseModel) else value
+    if len(json.dumps(raw)) > METADATA_MAX_BYTES:
+        raise ValueError(f"{what} is at most {METADATA_MAX_BYTES} bytes of JSON")
+    return value
+
+
 MetadataFilter = Annotated[
     dict[str, Any],
     AfterValidator(_bounded_filter),
@@ -96,6 +103,29 @@ class _In(Schema):
         return value
 
 
+class ConfigIn(BaseModel):
+    """A run's or an assistant's `config`, as LangGraph reads it. A key it
+    does not know is refused, not dropped: the graph would never see it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    configurable: dict[str, Any] | None = Field(None, description="config['configurable'] of the graph's run")
+    tags: list[Annotated[StrictStr, Field(max_length=ID_MAX)]] | None = Field(None, max_length=LIST_MAX)
+    recursion_limit: StrictInt | None = Field(None, ge=1, le=10_000)
+    metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, value: Any) -> Any:
+        if not isinstance(value, dict | BaseModel):
+            raise ValueError("must be a JSON object")
+        return value
+
+
+Config = Annotated[ConfigIn, AfterValidator(lambda c: _bounded_value(c, "config"))]
+Context = Annotated[dict[str, Any], AfterValidator(lambda c: _bounded_value(c, "context"))]
+
+
 class CheckpointIn(_In):
     thread_id: StrictStr | None = Field(None, max_length=ID_MAX)
     checkpoint_ns: StrictStr = Field("", max_length=ID_MAX)
@@ -114,8 +144,8 @@ class _RunCreate(_In):
     input: Any = Field(None, description="the graph's input: any channels of its input schema (messages: add_messages)")
     command: CommandIn | None = Field(None, description="a LangGraph Command: resume, update, goto; wins over input")
     metadata: Metadata | None = None
-    config: dict[str, Any] | None = Field(None, description="accepted and ignored")
-    context: dict[str, Any] | None = Field(None, description="accepted and ignored")
+    config: Config | None = Field(None, description="merged over the assistant's; configurable is passed to the graph")
+    context: Context | None = Field(None, description="merged over the assistant's; the graph's run context")
     webhook: StrictStr | None = Field(None, max_length=2048, description="not supported")
     interrupt_before: Literal["*"] | list[StrictStr] | None = Field(None, description="pause before these nodes")
     interrupt_after: Literal["*"] | list[StrictStr] | None = Field(None, description="pause after these nodes")
@@ -244,3 +274,33 @@ class AssistantCountRequest(_In):
     metadata: MetadataFilter | None = None
     graph_id: StrictStr | None = Field(None, max_length=ID_MAX)
     name: StrictStr | None = Field(None, max_length=ID_MAX)
+
+
+class AssistantCreate(_In):
+    assistant_id: StrictStr | None = Field(None, max_length=ID_MAX, description="a UUID; a random one if none")
+    graph_id: StrictStr = Field(max_length=ID_MAX, description="a registered graph")
+    config: Config | None = None
+    context: Context | None = None
+    metadata: Metadata | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+    name: StrictStr | None = Field(None, max_length=ID_MAX)
+    description: StrictStr | None = Field(None, max_length=4096)
+
+
+class AssistantPatch(_In):
+    graph_id: StrictStr | None = Field(None, max_length=ID_MAX)
+    config: Config | None = None
+    context: Context | None = None
+    metadata: Metadata | None = Field(None, description="merged into the assistant's metadata")
+    name: StrictStr | None = Field(None, max_length=ID_MAX)
+    description: StrictStr | None = Field(None, max_length=4096)
+
+
+class AssistantVersionsRequest(_In):
+    metadata: MetadataFilter | None = None
+    limit: StrictInt = Field(10, ge=1, le=PAGE_MAX)
+    offset: StrictInt = Field(0, ge=0, le=OFFSET_MAX)
+
+
+class AssistantVersionChange(_In):
+    version: StrictInt = Field(ge=1, le=2**31 - 1)

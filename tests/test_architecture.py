@@ -2,7 +2,7 @@
 `TYPE_CHECKING` blocks included). Dependencies point one way, down the
 layers of docs/architecture.md:
 
-    core ← graphs ← sessions_app ← turns_app ← langgraph_app ← agentsite
+    core ← graphs ← sessions_app ← assistants_app ← turns_app ← langgraph_app ← agentsite
 
 * `core` is the shared library (errors, SQL rows, database threads, the HTTP
   edge); `graphs` the graphs and their runtime; `agentsite` wiring only
@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("core", "graphs", "sessions_app", "turns_app", "langgraph_app", "agentsite")
+LAYERS = ("core", "graphs", "sessions_app", "assistants_app", "turns_app", "langgraph_app", "agentsite")
 PACKAGES = frozenset(LAYERS)
 # What the project package may hold: wiring, nothing any app imports.
 WIRING = {
@@ -44,6 +44,7 @@ WIRING = {
 # admin and the app's internal steps stay behind these.
 PUBLIC = {
     "sessions_app": {"services", "selectors", "schemas", "auth", "signals", "admin"},
+    "assistants_app": {"services", "selectors", "admin"},
     # native_json: LangGraph values as JSON, one form for what the graph step
     # logs and what the Agent Protocol answers.
     # graph_input: how a turn's request becomes graph input, which the

@@ -72,8 +72,16 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
         idempotency_key=claim.idempotency_key,
     )
     thread_id = claim.thread_id
-    configurable: dict[str, Any] = {"thread_id": thread_id}
+    protocol = claim.request.get("protocol") or {}
+    # A protocol run's config (its assistant's, merged with its own): the
+    # graph reads it as LangGraph's server hands it over.
+    asked = protocol.get("config") or {}
+    configurable: dict[str, Any] = {**(asked.get("configurable") or {}), "thread_id": thread_id}
     config: RunnableConfig = {"configurable": configurable}
+    for name in ("tags", "recursion_limit", "metadata"):
+        if name in asked:
+            config[name] = asked[name]
+    run_context = {"context": protocol["context"]} if protocol.get("context") else {}
     if claim.interrupt is not None:
         # From the checkpoint the pause committed: a later run on the thread
         # that failed to commit may have left newer ones.
@@ -86,7 +94,6 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
     stopped = False  # LangGraph said `__interrupt__`: an interrupt() or a breakpoint
     seen_values = False
     streamed_any = False
-    protocol = claim.request.get("protocol") or {}
     native = NativeParts(claim.stream_modes, emit, protocol.get("thread_id"))  # a protocol run's own stream modes
     modes: list[StreamMode] = ["messages"] if deltas or native.wants_messages else []
     modes += ["updates", "values", *native.extra_stream_modes]
@@ -111,6 +118,7 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
                     durability="exit",
                     interrupt_before=protocol.get("interrupt_before"),
                     interrupt_after=protocol.get("interrupt_after"),
+                    **run_context,
                 ):
                     if native.wanted:
                         await native.log(part)

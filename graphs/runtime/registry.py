@@ -82,6 +82,8 @@ class GraphShape:
     input_channels: frozenset[str]
     channels: frozenset[str]
     nodes: frozenset[str] = frozenset()
+    # The graph's context_schema (a run's `context` is built into it), or None.
+    context_schema: Any = None
 
     @property
     def has_fields(self) -> bool:
@@ -102,7 +104,12 @@ def shape_of(graph: Pregel) -> GraphShape:
         state = {c for c in graph.channels if not c.startswith(("__", "branch:"))}
         inputs = state
     nodes = frozenset(n for n in graph.nodes if not n.startswith("__"))
-    return GraphShape(input_channels=frozenset(inputs), channels=frozenset(state), nodes=nodes)
+    return GraphShape(
+        input_channels=frozenset(inputs),
+        channels=frozenset(state),
+        nodes=nodes,
+        context_schema=getattr(graph, "context_schema", None),
+    )
 
 
 @functools.lru_cache(maxsize=64)

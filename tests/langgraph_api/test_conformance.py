@@ -23,6 +23,11 @@ PREFIX = "/langgraph"
 SERVED = {
     ("get", "/info"),
     ("get", "/ok"),
+    ("post", "/assistants"),
+    ("patch", "/assistants/{assistant_id}"),
+    ("delete", "/assistants/{assistant_id}"),
+    ("post", "/assistants/{assistant_id}/versions"),
+    ("post", "/assistants/{assistant_id}/latest"),
     ("post", "/assistants/search"),
     ("post", "/assistants/count"),
     ("get", "/assistants/{assistant_id}"),
@@ -68,6 +73,9 @@ KNOWN_BODY_DIFFERENCES: dict[tuple[str, str], tuple[set[str], set[str]]] = {
     ("post", "/threads/search"): (set(), {"extract"}),
     # The Python SDK's assistants.count sends a name filter.
     ("post", "/assistants/count"): (set(), {"name"}),
+    # The spec gives these two no body; the Python SDK sends one.
+    ("post", "/assistants/{assistant_id}/versions"): (set(), {"metadata", "limit", "offset"}),
+    ("post", "/assistants/{assistant_id}/latest"): (set(), {"version"}),
 }
 # Enums we answer more narrowly or widely than the spec: none.
 ENUM_PROPERTIES = (

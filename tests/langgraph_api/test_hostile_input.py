@@ -202,7 +202,7 @@ UNSERVED = [
     ("GET", "/langgraph/threads/search"),
     ("PUT", "/langgraph/threads/t1"),
     ("OPTIONS", "/langgraph/threads/t1/history"),
-    ("DELETE", "/langgraph/assistants/intake"),
+    ("PUT", "/langgraph/assistants/intake"),
     ("PATCH", "/langgraph/threads/t1/runs"),
     ("GET", "/langgraph/threads/t1/runs/stream"),
     ("PUT", "/langgraph/runs/stream"),

@@ -10,7 +10,6 @@ FACTORY = (
     "factory graphs: factory_agent is not registered (agentsite calls a factory with model= and "
     "checkpointer=, not (config, runtime), and its state has no messages channel); runs.wait answers 422"
 )
-ASSISTANTS_CRUD = "assistants CRUD: POST /assistants answers 404"
 CRONS = "crons: POST /runs/crons answers 404"
 STORE = "store: PUT /store/items answers 404"
 
@@ -22,7 +21,6 @@ def _both(name: str, reason: str) -> dict[str, str]:
 
 
 EXPECTED_FAILURES: dict[str, str] = {
-    **_both("test_assistants.py::test_assistants_crud", ASSISTANTS_CRUD),
     **_both("test_crons.py::test_crons_create_search_delete", CRONS),
     **_both("test_factory_graph.py::test_factory_graph_executes", FACTORY),
     **_both("test_store.py::test_store_put_get_delete", STORE),
