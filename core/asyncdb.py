@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import logging
 import sqlite3
 import threading
 import time
@@ -31,6 +32,7 @@ from core.database import CheckpointerUnavailable, database_settings
 from core.errors import ApiError, SessionBusy, StorageUnavailable
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 def is_storage_error(exc: BaseException) -> bool:
@@ -64,30 +66,81 @@ class _Statements:
         return result
 
 
+class _Interrupt:
+    """The statement an `interruptible` call is running, so that another
+    thread can stop it: `sqlite3.Connection.interrupt()`, psycopg's
+    `cancel_safe()`. Under one lock with the statement's start and end, so
+    an interrupt never reaches a statement of another call; once
+    interrupted, the call runs no further statement."""
+
+    __slots__ = ("interrupted", "lock", "raw")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.raw: Any = None
+        self.interrupted = False
+
+    def __call__(self, execute, sql, params, many, context):
+        with self.lock:
+            if self.interrupted:
+                raise OperationalError("interrupted: the request's client went away")
+            self.raw = context["connection"].connection
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            # Waits for an interrupt in progress (a PostgreSQL cancel is a
+            # round trip): the next statement must not be the one it hits.
+            with self.lock:
+                self.raw = None
+
+    def interrupt(self) -> None:
+        with self.lock:
+            self.interrupted = True
+            raw = self.raw
+            if raw is None:
+                return
+            try:
+                if isinstance(raw, sqlite3.Connection):
+                    raw.interrupt()
+                else:
+                    raw.cancel_safe(timeout=CANCEL_SECONDS)
+            except Exception:  # a connection that is gone runs nothing either
+                logger.debug("interrupting a statement failed", exc_info=True)
+
+
+CANCEL_SECONDS = 5.0
+
+
 def _connection_died(exc: BaseException) -> bool:
     return isinstance(exc, (OperationalError, psycopg.OperationalError)) and not (
         connection.connection is not None and connection.is_usable()
     )
 
 
-def _call(fn: Callable[..., T], kwargs: dict[str, Any]) -> T:
+def _call(fn: Callable[..., T], kwargs: dict[str, Any], interrupt: _Interrupt | None = None) -> T:
     # Worker threads outlive requests, so this is their request cycle: the
     # connection comes from the pool for the call and goes back after it.
     for attempt in (1, 2):
         close_old_connections()
         statements = _Statements()
         try:
-            with connection.execute_wrapper(statements):
+            with connection.execute_wrapper(statements), _wrapped(interrupt):
                 return fn(**kwargs)
         except Exception as exc:
             # No health-check round trip per call (docs/scale.md, "Round trips"): a connection
             # that died while pooled (a database restart) fails its first
             # statement instead, and nothing was done yet, so the call is
             # made once more on a fresh one.
-            if attempt == 2 or statements.answered or not _connection_died(exc):
+            interrupted = interrupt is not None and interrupt.interrupted
+            if interrupted or attempt == 2 or statements.answered or not _connection_died(exc):
                 raise
             _discard_dead_connections()
         finally:
+            if interrupt is not None and interrupt.interrupted and connection.connection is not None:
+                # Not back to the pool: a cancel the server acts on late
+                # must find no other call's statement on it.
+                with contextlib.suppress(Exception):
+                    connection.connection.close()
             close_old_connections()
             # With DEBUG on, Django logs every statement on the connection
             # (up to 9,000 each) and clears the log at request_started, which
@@ -95,6 +148,10 @@ def _call(fn: Callable[..., T], kwargs: dict[str, Any]) -> T:
             # last 9,000 statements, SQL and parameters, for good.
             reset_queries()
     raise AssertionError("unreachable")
+
+
+def _wrapped(interrupt: _Interrupt | None) -> contextlib.AbstractContextManager[Any]:
+    return connection.execute_wrapper(interrupt) if interrupt is not None else contextlib.nullcontext()
 
 
 def _discard_dead_connections() -> None:
@@ -159,10 +216,29 @@ async def probe(fn: Callable[..., T], /, **kwargs: Any) -> T:
     return await _run(_probe_executor(), fn, kwargs)
 
 
-async def _run(executor: ThreadPoolExecutor, fn: Callable[..., T], kwargs: dict[str, Any]) -> T:
+async def interruptible(fn: Callable[..., T], /, **kwargs: Any) -> T:
+    """`db(fn)` for a request's long read (a search, a history, a runs
+    list): when the request is cancelled — its client went away, and Django
+    cancels the view — the statement running on the database thread is
+    interrupted and the call runs no further one, so the thread is free
+    again at once, not when the read would have ended. Reads only: a write
+    cut short rolls back, and what must be written (a turn's outcome) is
+    never written through here."""
+    interrupt = _Interrupt()
+    try:
+        return await _run(_executor(), fn, kwargs, interrupt)
+    except asyncio.CancelledError:
+        # A PostgreSQL cancel is a blocking round trip: not on the loop.
+        threading.Thread(target=interrupt.interrupt, name="agentsite-interrupt", daemon=True).start()
+        raise
+
+
+async def _run(
+    executor: ThreadPoolExecutor, fn: Callable[..., T], kwargs: dict[str, Any], interrupt: _Interrupt | None = None
+) -> T:
     context = contextvars.copy_context()
     try:
-        return await asyncio.get_running_loop().run_in_executor(executor, context.run, _call, fn, kwargs)
+        return await asyncio.get_running_loop().run_in_executor(executor, context.run, _call, fn, kwargs, interrupt)
     except ApiError:
         raise
     except Exception as exc:

@@ -10,7 +10,7 @@ from uuid import UUID
 from django.http import HttpResponse, JsonResponse
 from ninja import Router
 
-from core.asyncdb import db
+from core.asyncdb import db, interruptible
 from core.errors import TurnCommitted, TurnNotFound, ValidationFailed
 from langgraph_app import run_records, runs
 from langgraph_app.auth import AuthedRequest
@@ -76,7 +76,7 @@ async def create_stateless(request: AuthedRequest, payload: RunCreateStateless):
 async def list_runs(request: AuthedRequest, thread_id: str):
     limit, offset = page(request)
     status = request.GET.get("status") or None
-    return await db(
+    return await interruptible(
         run_records.run_list, owner=request.auth.owner, key=thread_id, limit=limit, offset=offset, status=status
     )
 

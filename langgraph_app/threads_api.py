@@ -11,7 +11,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from ninja import Router
 
-from core.asyncdb import db
+from core.asyncdb import db, interruptible
 from core.errors import SessionExists, SessionNotFound, TurnCommitted
 from langgraph_app import history, state_update, threads
 from langgraph_app.auth import AuthedRequest
@@ -29,6 +29,7 @@ from langgraph_app.schemas import (
 )
 from sessions_app import selectors as sessions
 from sessions_app import services as session_services
+from turns_app import faults
 from turns_app import services as turn_services
 
 threads_router = Router(tags=["Threads"])
@@ -61,6 +62,7 @@ async def create_thread(request: AuthedRequest, payload: ThreadCreate):
 
 
 def _search(owner: str, payload: ThreadSearchRequest | ThreadCountRequest, limit: int, offset: int):
+    faults.hit("search")
     if payload.values:
         raise not_supported("a values filter")
     if getattr(payload, "extract", None):
@@ -88,7 +90,7 @@ def _search(owner: str, payload: ThreadSearchRequest | ThreadCountRequest, limit
 
 @threads_router.post("/threads/search", summary="Search your threads (metadata: top-level keys equal)")
 async def search_threads(request: AuthedRequest, payload: ThreadSearchRequest, response: HttpResponse):
-    found, total = await db(
+    found, total = await interruptible(
         _search, owner=request.auth.owner, payload=payload, limit=payload.limit, offset=payload.offset
     )
     response["X-Pagination-Total"] = str(total)
@@ -99,7 +101,7 @@ async def search_threads(request: AuthedRequest, payload: ThreadSearchRequest, r
 
 @threads_router.post("/threads/count")
 async def count_threads(request: AuthedRequest, payload: ThreadCountRequest):
-    _, total = await db(_search, owner=request.auth.owner, payload=payload, limit=1, offset=0)
+    _, total = await interruptible(_search, owner=request.auth.owner, payload=payload, limit=1, offset=0)
     return total
 
 
@@ -189,7 +191,7 @@ def _history_response(owner: str, key: str, **query: Any) -> HttpResponse:
 async def post_history(request: AuthedRequest, thread_id: str, payload: ThreadStateSearch):
     if payload.checkpoint is not None and payload.checkpoint.checkpoint_ns:
         return []  # no subgraphs, so no states in a subgraph namespace
-    return await db(
+    return await interruptible(
         _history_response,
         owner=request.auth.owner,
         key=thread_id,
@@ -202,7 +204,7 @@ async def post_history(request: AuthedRequest, thread_id: str, payload: ThreadSt
 @threads_router.get("/threads/{thread_id}/history", summary="The thread's states, newest first (paged by size too)")
 async def get_history(request: AuthedRequest, thread_id: str):
     limit, _ = page(request)
-    return await db(
+    return await interruptible(
         _history_response,
         owner=request.auth.owner,
         key=thread_id,

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Query, Router, Status
 
-from core.asyncdb import db
+from core.asyncdb import db, interruptible
 from graphs.runtime.registry import describe
 from sessions_app.auth import AuthedRequest
 from sessions_app.schemas import PageIn, SessionOut
@@ -82,7 +82,7 @@ async def messages(request: AuthedRequest, key: str):
 
 @router.get("/{key}/history", response=HistoryPage, summary="The session's committed states, newest first")
 async def history(request: AuthedRequest, key: str, page: Query[PageIn]):
-    items, count = await db(
+    items, count = await interruptible(
         selectors.history_page, owner=request.auth.owner, key=key, limit=page.limit, offset=page.offset
     )
     return {"items": items, "count": count, "limit": page.limit, "offset": page.offset}
