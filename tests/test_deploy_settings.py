@@ -116,3 +116,15 @@ def test_https_settings_reach_django():
         "('HTTP_X_FORWARDED_PROTO',",
         "'https')",
     ]
+
+
+def test_compose_health_check_uses_the_health_port():
+    """The container's probe goes to the health port's thread, which
+    nothing on daphne's port queues behind (docs/operations.md, "Health")."""
+    spec = yaml.safe_load(COMPOSE.read_text())
+    app = spec["services"]["app"]
+    port = app["environment"]["AGENT_HEALTH_PORT"]
+    assert port.isdigit() and port != "8000"
+    probe = " ".join(app["healthcheck"]["test"])
+    assert f"http://127.0.0.1:{port}/api/health" in probe
+    assert "AGENT_HEALTH_PORT" not in spec["services"]["migrate"]["environment"]
