@@ -167,14 +167,18 @@ def profile(target: Target, pid: int, sizes: SdkSizes, svg: Path, logs: Path) ->
 
 
 FRAME = re.compile(r"<title>(.+?) \(([\d,]+) samples?, ([\d.]+)%\)</title>")
+PROJECT = ("agentsite/", "core/", "graphs/", "langgraph_app/", "sessions_app/", "turns_app/")
 
 
 def summary(svg: Path, top: int = 20) -> str:
-    """The frames of the project and of LangGraph/daphne that took the most
-    samples (inclusive, each function counted once per stack level)."""
+    """The project's functions that took the largest share of the samples
+    (inclusive: a function's callees count as its own; the same function at
+    several places in the graph is added up)."""
     share: defaultdict[str, float] = defaultdict(float)
-    for name, _, percent in FRAME.findall(svg.read_text(errors="replace")):
-        name = name.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-        share[name] += float(percent)
-    lines = [f"  {percent:5.1f}%  {name}" for name, percent in sorted(share.items(), key=lambda item: -item[1])[:top]]
-    return "\n".join([f"profile: {svg} (inclusive share of samples by frame)", *lines])
+    for title, _, percent in FRAME.findall(svg.read_text(errors="replace")):
+        title = title.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+        where = re.search(r"^(.*) \((.+?):\d+\)$", title)
+        if where and where.group(2).startswith(PROJECT):
+            share[f"{where.group(1)} ({where.group(2)})"] += float(percent)
+    lines = [f"  {percent:5.1f}%  {name}" for name, percent in sorted(share.items(), key=lambda kv: -kv[1])[:top]]
+    return "\n".join([f"profile: {svg} (the project's functions, inclusive share of samples)", *lines])
