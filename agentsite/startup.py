@@ -27,6 +27,7 @@ from core.database import (
 from core.logs import route_daphne_access_log
 from graphs.runtime.registry import check_registry
 from graphs.runtime.savers import close_savers
+from graphs.runtime.store import close_stores
 from turns_app.checkpoint_tables import schema_problem
 from turns_app.maintenance import maintenance
 from turns_app.services import turns_abort_pending
@@ -80,6 +81,7 @@ async def close_connections() -> None:
     connection."""
     await maintenance.stop()
     await stop_listening()
+    await close_stores()  # before the savers: on PostgreSQL it borrows their pool
     await close_savers()
 
 

@@ -8,6 +8,7 @@ front door (core.http.errors) in its PROTOCOL dialect: `{"detail", "code"}`.
     threads_api.py     /threads…
     runs_api.py        /threads/{id}/runs…, /runs…
     thread_commands.py /threads/{id}/commands (the thread-stream protocol)
+    store_api.py       /store/… (LangGraph's store, per owner)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ninja.parser import Parser
 from core.errors import ValidationFailed
 from core.http import errors
 from core.http.bodies import parse_json
-from langgraph_app import assistants_api, openapi, runs_api, system_api, thread_commands, threads_api
+from langgraph_app import assistants_api, openapi, runs_api, store_api, system_api, thread_commands, threads_api
 from langgraph_app.auth import ProtocolAuth
 
 
@@ -67,3 +68,4 @@ api.add_router("", threads_api.threads_router)
 api.add_router("", runs_api.runs_router)
 api.add_router("", runs_api.stateless_router)
 api.add_router("", thread_commands.commands_router)
+api.add_router("", store_api.store_router)

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from graphs.runtime.savers import close_savers
+from graphs.runtime.store import close_stores
 from tests.browser import NoChromium, chromium_path
 from tests.fixtures import fakes
 from tests.fixtures.api import Api
@@ -58,7 +59,7 @@ def _clean_checkpoints(request):
         return
     django_db_blocker = request.getfixturevalue("django_db_blocker")
     with django_db_blocker.unblock(), connection.cursor() as cursor:
-        for table in checkpoint_tables():
+        for table in (*checkpoint_tables(), "store"):
             cursor.execute(f"DELETE FROM {connection.ops.quote_name(table)}")
 
 
@@ -76,6 +77,7 @@ def _forget_cached_keys():
 @pytest.fixture(autouse=True)
 async def _close_loop_savers():
     yield
+    await close_stores()
     await close_savers()
     await stop_listening()
 

@@ -70,6 +70,7 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
         epoch=claim.epoch,
         turn_id=claim.turn_id,
         idempotency_key=claim.idempotency_key,
+        owner=claim.owner,
     )
     thread_id = claim.thread_id
     protocol = claim.request.get("protocol") or {}

@@ -27,6 +27,7 @@ from core.database import database_settings, is_postgres, postgres_conninfo
 from sessions_app.services import sessions_expire_idle, tombstones_remove
 from turns_app.checkpoint_tables import checkpoints_sweep
 from turns_app.services import events_compact, turns_expire_dead
+from turns_app.store_tables import sweep_expired
 from turns_app.wakeups import followers_remove_stale
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class Report:
     sessions_expired: int = 0
     tombstones_removed: int = 0
     followers_removed: int = 0
+    store_items_expired: int = 0
 
     def counts(self) -> dict[str, int]:
         return {k: (len(v) if isinstance(v, list) else v) for k, v in asdict(self).items()}
@@ -68,6 +70,7 @@ def maintenance_run(*, dry_run: bool = False) -> Report:
     if settings.AGENT_TOMBSTONE_DAYS > 0:
         report.tombstones_removed = tombstones_remove(days=settings.AGENT_TOMBSTONE_DAYS, limit=BATCH)
     report.followers_removed = followers_remove_stale()
+    report.store_items_expired = sweep_expired()
     return report
 
 

@@ -99,6 +99,8 @@ class Claim:
     # The turn starts from an earlier committed state (`parent_id`, not the
     # session's head): its commit rewinds the session there first.
     rewinds: bool = False
+    # The session's owner: a graph's store namespaces are the owner's.
+    owner: str = ""
 
     @property
     def resume(self) -> bool:

@@ -56,6 +56,12 @@ class TurnContext:
     turn_id: UUID
     idempotency_key: str | None
     recorded: list[dict[str, Any]] = field(default_factory=list)
+    # Whose turn it is: the store's namespaces are the owner's
+    # (graphs.runtime.store); None where no one asked (a commit's context).
+    owner: str | None = None
+    # The store's writes this turn staged, for the turn's own reads to see
+    # (graphs.runtime.store.TurnStore keeps it).
+    staged: Any = None
     _keys_issued: int = 0
 
     def key(self, purpose: str) -> str:
@@ -77,6 +83,10 @@ def running(context: TurnContext) -> Iterator[TurnContext]:
         yield context
     finally:
         _current.reset(token)
+
+
+def current_or_none() -> TurnContext | None:
+    return _current.get()
 
 
 def current() -> TurnContext:

@@ -25,6 +25,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from graphs.runtime.chat_models import build_model
+from graphs.runtime.turn_store import turn_store
 
 # Channels the turn protocol fills from the session row and reads back.
 MESSAGES, FIELDS, STAGE, FORM, REJECTED = "messages", "fields", "stage", "form", "rejected"
@@ -132,7 +133,11 @@ def graph_for(name: str, checkpointer: BaseCheckpointSaver) -> Pregel:
     graphs = _compiled.setdefault(checkpointer, {})
     graph = graphs.get(name)
     if graph is None:
-        graph = graphs[name] = build_graph(name, checkpointer=checkpointer)
+        graph = build_graph(name, checkpointer=checkpointer)
+        # The graph's store (`get_store()`, `runtime.store`) is the owner's
+        # durable store, its writes staged until the turn commits.
+        graph.store = turn_store()
+        graphs[name] = graph
     return graph
 
 

@@ -131,3 +131,10 @@ async def close_savers() -> None:
             await close()
         except Exception:  # a broken pool must not stop the others closing
             logger.exception("closing a checkpointer connection failed")
+
+
+async def shared_pool() -> Any:
+    """This loop's PostgreSQL pool, opening the savers if need be: the
+    store's queries share its connections (graphs.runtime.store)."""
+    await get_saver()
+    return _by_loop[asyncio.get_running_loop()].pool

@@ -58,6 +58,11 @@ SERVED = {
     ("post", "/runs"),
     ("post", "/runs/stream"),
     ("post", "/runs/wait"),
+    ("put", "/store/items"),
+    ("get", "/store/items"),
+    ("delete", "/store/items"),
+    ("post", "/store/items/search"),
+    ("post", "/store/namespaces"),
 }
 
 # (method, path) -> (request properties the spec has and we lack, ones we add).
@@ -76,6 +81,10 @@ KNOWN_BODY_DIFFERENCES: dict[tuple[str, str], tuple[set[str], set[str]]] = {
     # The spec gives these two no body; the Python SDK sends one.
     ("post", "/assistants/{assistant_id}/versions"): (set(), {"metadata", "limit", "offset"}),
     ("post", "/assistants/{assistant_id}/latest"): (set(), {"version"}),
+    # The SDKs send TTLs, index paths and refresh_ttl, which LangGraph's
+    # server reads; the vendored spec predates them.
+    ("put", "/store/items"): (set(), {"ttl", "index"}),
+    ("post", "/store/items/search"): (set(), {"refresh_ttl"}),
 }
 # Enums we answer more narrowly or widely than the spec: none.
 ENUM_PROPERTIES = (

@@ -11,7 +11,6 @@ FACTORY = (
     "checkpointer=, not (config, runtime), and its state has no messages channel); runs.wait answers 422"
 )
 CRONS = "crons: POST /runs/crons answers 404"
-STORE = "store: PUT /store/items answers 404"
 
 
 def _both(name: str, reason: str) -> dict[str, str]:
@@ -23,6 +22,4 @@ def _both(name: str, reason: str) -> dict[str, str]:
 EXPECTED_FAILURES: dict[str, str] = {
     **_both("test_crons.py::test_crons_create_search_delete", CRONS),
     **_both("test_factory_graph.py::test_factory_graph_executes", FACTORY),
-    **_both("test_store.py::test_store_put_get_delete", STORE),
-    **_both("test_store.py::test_store_search_and_list_namespaces", STORE),
 }

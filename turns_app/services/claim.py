@@ -260,6 +260,7 @@ def _claim_of(
         interrupt=session.interrupt if start is None else None,
         stream_modes=stream_modes_of(turn.request),
         rewinds=start is not None,
+        owner=session.owner,
     )
 
 

@@ -1,0 +1,133 @@
+"""LangGraph's store, following Django's default database, as the
+checkpointer does (graphs.runtime.savers).
+
+PostgreSQL → `AsyncPostgresStore` over the savers' psycopg pool of this
+event loop; SQLite → `AsyncSqliteStore` on the same file, on a connection of
+its own. One store per event loop (it cannot cross loops), opened lazily and
+closed by `close_stores()` at shutdown. Its tables are installed by
+`manage.py migrate` (turns_app.store_tables), never at request time.
+
+Every namespace is an owner's: the store holds `(owner_label(owner), *ns)`
+and its callers see `ns` (`internal` / `external`), so no client names,
+reads or lists another owner's items (docs/agent-protocol.md, "Store").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from langgraph.store.base import BaseStore, Item, TTLConfig
+
+from core.database import CheckpointerUnavailable, database_settings, is_postgres
+from graphs.runtime.savers import SQLITE_TIMEOUT_SECONDS, shared_pool
+
+logger = logging.getLogger(__name__)
+
+OWNER_LABEL_PREFIX = "owner:"
+# LangGraph's stores refuse a root label of "langgraph"; ours is the owner's,
+# so the refusal is made on the client's own root.
+RESERVED_ROOT = "langgraph"
+
+
+def owner_label(owner: str) -> str:
+    """The namespace label of an owner: labels cannot hold a period (the
+    stores join labels with one), so `%` and `.` are escaped, which keeps
+    the mapping one to one."""
+    return OWNER_LABEL_PREFIX + owner.replace("%", "%25").replace(".", "%2E")
+
+
+def internal(owner: str, namespace: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    return (owner_label(owner), *namespace)
+
+
+def external(namespace: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(namespace[1:])
+
+
+def shown(item: Item) -> Item:
+    """An item as its owner sees it: without the owner's label."""
+    item.namespace = external(item.namespace)
+    return item
+
+
+def ttl_config() -> TTLConfig:
+    """LangGraph's TTL settings: reads refresh an item's TTL unless the
+    caller says not to (as on LangGraph's server); `default_ttl` applies to
+    writes that name none."""
+    config: TTLConfig = {"refresh_on_read": True, "omit_expired": True}
+    if settings.AGENT_STORE_DEFAULT_TTL_MINUTES:
+        config["default_ttl"] = settings.AGENT_STORE_DEFAULT_TTL_MINUTES
+    return config
+
+
+@dataclass
+class _LoopStore:
+    store: BaseStore
+    closers: list[Any] = field(default_factory=list)
+
+
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopStore] = weakref.WeakKeyDictionary()
+_opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+async def get_store() -> BaseStore:
+    """The durable store of this event loop (names as the store holds them:
+    callers map namespaces with `internal` / `external`)."""
+    loop = asyncio.get_running_loop()
+    entry = _by_loop.get(loop)
+    if entry is None:
+        lock = _opening.setdefault(loop, asyncio.Lock())
+        async with lock:
+            entry = _by_loop.get(loop)
+            if entry is None:
+                entry = await _open(database_settings())
+                _by_loop[loop] = entry
+    return entry.store
+
+
+async def _open(settings_dict: dict[str, Any]) -> _LoopStore:
+    try:
+        if is_postgres(settings_dict):
+            from langgraph.store.postgres.aio import AsyncPostgresStore
+
+            # The pool belongs to the savers, which close it.
+            return _LoopStore(AsyncPostgresStore(await shared_pool(), ttl=ttl_config()))
+        return await _open_sqlite(settings_dict)
+    except CheckpointerUnavailable:
+        raise
+    except Exception as exc:
+        raise CheckpointerUnavailable(f"cannot open the store: {exc}") from exc
+
+
+async def _open_sqlite(settings_dict: dict[str, Any]) -> _LoopStore:
+    import aiosqlite
+    from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+    conn = await aiosqlite.connect(settings_dict["NAME"], timeout=SQLITE_TIMEOUT_SECONDS)
+    try:
+        await conn.execute("PRAGMA busy_timeout=20000")
+        store = AsyncSqliteStore(conn, ttl=ttl_config())
+        # `migrate` installed the tables, so this only registers the SQL
+        # function the store's namespace matching calls on its connection.
+        await store.setup()
+    except BaseException:
+        await asyncio.shield(conn.close())
+        raise
+    return _LoopStore(store, closers=[conn.close])
+
+
+async def close_stores() -> None:
+    """Close this loop's store (the shutdown hook, and test teardown)."""
+    entry = _by_loop.pop(asyncio.get_running_loop(), None)
+    if entry is None:
+        return
+    for close in entry.closers:
+        try:
+            await close()
+        except Exception:  # a broken connection must not stop the shutdown
+            logger.exception("closing the store's connection failed")

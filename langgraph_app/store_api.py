@@ -1,0 +1,116 @@
+"""The protocol's store: `/store/items` (PUT, GET, DELETE),
+`/store/items/search`, `/store/namespaces`, on LangGraph's own store in the
+same database (graphs.runtime.store). Each owner has a store of its own:
+the namespaces a client names are the owner's (prefixed with the owner's
+label inside, never shown). Everything a client sends is bounded before the
+store sees it; what is refused is a 422 with a code, and nothing is written
+(docs/agent-protocol.md, "Store")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Router
+
+from core.errors import ValidationFailed
+from graphs.runtime.store import get_store, internal, shown
+from langgraph_app.auth import AuthedRequest
+from langgraph_app.params import TRUE
+from langgraph_app.schemas import (
+    KEY_MAX,
+    LABEL_MAX,
+    STORE_DEPTH_MAX,
+    StoreDeleteRequest,
+    StoreListNamespacesRequest,
+    StorePutRequest,
+    StoreSearchRequest,
+    rooted_namespace,
+    store_label,
+)
+
+store_router = Router(tags=["Store"])
+FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def _item(found: Any) -> dict[str, Any]:
+    return shown(found).dict()
+
+
+@store_router.put("/store/items", response={204: None}, summary="Store or replace an item")
+async def put_item(request: AuthedRequest, payload: StorePutRequest):
+    store = await get_store()
+    await store.aput(
+        internal(request.auth.owner, payload.namespace),
+        payload.key,
+        payload.value,
+        index=payload.index,
+        ttl=None if payload.ttl is None else float(payload.ttl),
+    )
+    return HttpResponse(status=204)
+
+
+def _query_namespace(raw: str) -> tuple[str, ...]:
+    if len(raw) > STORE_DEPTH_MAX * (LABEL_MAX + 1):
+        raise ValidationFailed("namespace: too long")
+    labels = raw.split(".")
+    try:
+        return tuple(rooted_namespace([store_label(label) for label in labels]))
+    except ValueError as exc:
+        raise ValidationFailed(f"namespace: {exc}") from None
+
+
+def _query_flag(raw: str | None, name: str) -> bool | None:
+    if raw is None:
+        return None
+    if raw.lower() in TRUE:
+        return True
+    if raw.lower() in FALSE:
+        return False
+    raise ValidationFailed(f"{name}: true or false")
+
+
+@store_router.get("/store/items", summary="Read an item (null when there is none)")
+async def get_item(request: HttpRequest, key: str, namespace: str = "", refresh_ttl: str | None = None):
+    authed: AuthedRequest = request  # type: ignore[assignment]
+    path = _query_namespace(namespace)
+    if not key or len(key) > KEY_MAX or "\x00" in key:
+        raise ValidationFailed(f"key: 1-{KEY_MAX} characters, no NUL")
+    flag = _query_flag(refresh_ttl, "refresh_ttl")
+    store = await get_store()
+    found = await store.aget(internal(authed.auth.owner, path), key, refresh_ttl=flag)
+    return None if found is None else _item(found)
+
+
+@store_router.delete("/store/items", response={204: None}, summary="Delete an item")
+async def delete_item(request: AuthedRequest, payload: StoreDeleteRequest):
+    store = await get_store()
+    await store.adelete(internal(request.auth.owner, payload.namespace), payload.key)
+    return HttpResponse(status=204)
+
+
+@store_router.post("/store/items/search", summary="List or search the items under a namespace prefix")
+async def search_items(request: AuthedRequest, payload: StoreSearchRequest):
+    store = await get_store()
+    found = await store.asearch(
+        internal(request.auth.owner, payload.namespace_prefix or []),
+        filter=payload.filter,
+        limit=payload.limit,
+        offset=payload.offset,
+        query=payload.query,
+        refresh_ttl=payload.refresh_ttl,
+    )
+    return {"items": [_item(item) for item in found]}
+
+
+@store_router.post("/store/namespaces", summary="List the owner's namespaces")
+async def list_namespaces(request: AuthedRequest, payload: StoreListNamespacesRequest):
+    store = await get_store()
+    found = await store.alist_namespaces(
+        prefix=internal(request.auth.owner, payload.prefix or []),
+        suffix=tuple(payload.suffix) if payload.suffix else None,
+        max_depth=None if payload.max_depth is None else payload.max_depth + 1,
+        limit=payload.limit,
+        offset=payload.offset,
+    )
+    return {"namespaces": [list(ns[1:]) for ns in found]}
