@@ -82,6 +82,11 @@ STATUSES: dict[str, dict[int, list[C]]] = {
         429: [C.TOO_MANY_SESSIONS],
     },
     "post /threads/search": AUTHED,
+    "put /store/items": AUTHED,
+    "get /store/items": AUTHED,
+    "delete /store/items": AUTHED,
+    "post /store/items/search": AUTHED,
+    "post /store/namespaces": AUTHED,
     "post /threads/count": AUTHED,
     "get /threads/{thread_id}": THREAD,
     "patch /threads/{thread_id}": {**THREAD, 409: [C.SESSION_BUSY]},
@@ -118,6 +123,8 @@ SUCCESSES: dict[str, dict[str, str]] = {
     "delete /assistants/{assistant_id}": {"204": "deleted, every version"},
     "patch /threads/{thread_id}": {"204": "with `Prefer: return=minimal`"},
     "delete /threads/{thread_id}": {"204": "deleted: purged, a tombstone kept"},
+    "put /store/items": {"204": "stored"},
+    "delete /store/items": {"204": "deleted (or there was none)"},
     "post /threads/{thread_id}/runs/{run_id}/cancel": {
         "202": "the cancel is committed; the run ends soon",
         "204": "with `wait=1`: the run has ended",
@@ -221,7 +228,12 @@ STREAM_OPERATIONS: dict[str, dict[str, Any]] = {
 }
 RUN_STARTS = {where for where, statuses in STATUSES.items() if statuses is RUN_START}
 # Operations that never answer ninja's default 200.
-NO_200 = {"delete /threads/{thread_id}", "post /threads/{thread_id}/runs/{run_id}/cancel"}
+NO_200 = {
+    "delete /threads/{thread_id}",
+    "post /threads/{thread_id}/runs/{run_id}/cancel",
+    "put /store/items",
+    "delete /store/items",
+}
 
 
 def document(schema: dict[str, Any], prefix: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ client sends is bounded here, before anything else looks at it."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
@@ -359,6 +360,24 @@ def rooted_namespace(namespace: list[str]) -> list[str]:
 
 IndexPaths = Annotated[list[Annotated[StrictStr, Field(max_length=LABEL_MAX)]], Field(max_length=INDEX_PATHS_MAX)]
 Namespace = Annotated[StorePath, AfterValidator(rooted_namespace)]
+# What both stores can filter on: the SQLite store puts a key into its SQL
+# and takes only these characters; an operator is one of LangGraph's.
+STORE_FILTER_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
+STORE_FILTER_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+
+
+def _store_filter(value: dict[str, Any]) -> dict[str, Any]:
+    for key, condition in value.items():
+        if not STORE_FILTER_KEY.match(key):
+            raise ValueError("a filter key is 1-255 characters of A-Z a-z 0-9 _ . -")
+        if isinstance(condition, dict):
+            unknown = sorted(set(condition) - STORE_FILTER_OPERATORS)
+            if unknown or not condition:
+                raise ValueError(f"a filter's operators are {', '.join(sorted(STORE_FILTER_OPERATORS))}")
+    return value
+
+
+StoreFilter = Annotated[MetadataFilter, AfterValidator(_store_filter)]
 Ttl = Annotated[StrictFloat | StrictInt, Field(gt=0, le=TTL_MAX, description="minutes")]
 
 
@@ -377,7 +396,7 @@ class StoreDeleteRequest(_In):
 
 class StoreSearchRequest(_In):
     namespace_prefix: StorePath | None = None
-    filter: MetadataFilter | None = None
+    filter: StoreFilter | None = None
     limit: StrictInt = Field(10, ge=1, le=PAGE_MAX)
     offset: StrictInt = Field(0, ge=0, le=OFFSET_MAX)
     query: StrictStr | None = Field(None, max_length=QUERY_MAX)

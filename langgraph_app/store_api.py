@@ -16,7 +16,6 @@ from ninja import Router
 from core.errors import ValidationFailed
 from graphs.runtime.store import get_store, internal, shown
 from langgraph_app.auth import AuthedRequest
-from langgraph_app.params import TRUE
 from langgraph_app.schemas import (
     KEY_MAX,
     LABEL_MAX,
@@ -30,14 +29,13 @@ from langgraph_app.schemas import (
 )
 
 store_router = Router(tags=["Store"])
-FALSE = frozenset({"0", "false", "no", "off"})
 
 
 def _item(found: Any) -> dict[str, Any]:
     return shown(found).dict()
 
 
-@store_router.put("/store/items", response={204: None}, summary="Store or replace an item")
+@store_router.put("/store/items", summary="Store or replace an item")
 async def put_item(request: AuthedRequest, payload: StorePutRequest):
     store = await get_store()
     await store.aput(
@@ -60,29 +58,18 @@ def _query_namespace(raw: str) -> tuple[str, ...]:
         raise ValidationFailed(f"namespace: {exc}") from None
 
 
-def _query_flag(raw: str | None, name: str) -> bool | None:
-    if raw is None:
-        return None
-    if raw.lower() in TRUE:
-        return True
-    if raw.lower() in FALSE:
-        return False
-    raise ValidationFailed(f"{name}: true or false")
-
-
 @store_router.get("/store/items", summary="Read an item (null when there is none)")
-async def get_item(request: HttpRequest, key: str, namespace: str = "", refresh_ttl: str | None = None):
+async def get_item(request: HttpRequest, key: str, namespace: str = "", refresh_ttl: bool | None = None):
     authed: AuthedRequest = request  # type: ignore[assignment]
     path = _query_namespace(namespace)
     if not key or len(key) > KEY_MAX or "\x00" in key:
         raise ValidationFailed(f"key: 1-{KEY_MAX} characters, no NUL")
-    flag = _query_flag(refresh_ttl, "refresh_ttl")
     store = await get_store()
-    found = await store.aget(internal(authed.auth.owner, path), key, refresh_ttl=flag)
+    found = await store.aget(internal(authed.auth.owner, path), key, refresh_ttl=refresh_ttl)
     return None if found is None else _item(found)
 
 
-@store_router.delete("/store/items", response={204: None}, summary="Delete an item")
+@store_router.delete("/store/items", summary="Delete an item")
 async def delete_item(request: AuthedRequest, payload: StoreDeleteRequest):
     store = await get_store()
     await store.adelete(internal(request.auth.owner, payload.namespace), payload.key)
