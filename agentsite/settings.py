@@ -370,8 +370,7 @@ AGENT_METRICS_TOKEN = os.environ.get("AGENT_METRICS_TOKEN", "")
 # trials only; a secret like any key.
 AGENT_PROTOCOL_DEFAULT_KEY = os.environ.get("AGENT_PROTOCOL_DEFAULT_KEY", "")
 
-# LangGraph's store (docs/agent-protocol.md, "Store"): minutes an item lives
-# when its write names no `ttl`; 0 (the default): items live until deleted.
+# Minutes a store item lives when its write names no `ttl` (0: until deleted).
 AGENT_STORE_DEFAULT_TTL_MINUTES = env_number("AGENT_STORE_DEFAULT_TTL_MINUTES", 0)
 
 # `text` for people, `json` (one object per line) for a log pipeline.
