@@ -16,7 +16,7 @@ from ninja import Router
 from core.errors import ValidationFailed
 from graphs.runtime.store import get_store, internal, shown
 from langgraph_app.auth import AuthedRequest
-from langgraph_app.schemas import (
+from langgraph_app.store_schemas import (
     KEY_MAX,
     LABEL_MAX,
     STORE_DEPTH_MAX,
