@@ -369,7 +369,6 @@ AGENT_METRICS_TOKEN = os.environ.get("AGENT_METRICS_TOKEN", "")
 # Empty (the default): such a request is refused with 401. Tests and local
 # trials only; a secret like any key.
 AGENT_PROTOCOL_DEFAULT_KEY = os.environ.get("AGENT_PROTOCOL_DEFAULT_KEY", "")
-
 # Minutes a store item lives when its write names no `ttl` (0: until deleted).
 AGENT_STORE_DEFAULT_TTL_MINUTES = env_number("AGENT_STORE_DEFAULT_TTL_MINUTES", 0)
 
