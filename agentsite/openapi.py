@@ -62,7 +62,7 @@ COMMON = {
 AUTHED = {
     **COMMON,
     400: [ErrorCode.MALFORMED_REQUEST, ErrorCode.DISALLOWED_HOST],
-    401: [ErrorCode.UNAUTHORIZED],
+    401: [ErrorCode.UNAUTHORIZED, ErrorCode.AUTH_FAILED],
     405: [ErrorCode.METHOD_NOT_ALLOWED],
     413: [ErrorCode.PAYLOAD_TOO_LARGE],
     422: [ErrorCode.VALIDATION_ERROR],

@@ -363,14 +363,14 @@ STORAGES = {
 # sends `Authorization: Bearer <token>`.
 AGENT_METRICS_TOKEN = os.environ.get("AGENT_METRICS_TOKEN", "")
 
-# An API key that /langgraph/ uses for a request sending none (no x-api-key,
-# no Authorization), so clients written for an auth-less LangGraph server (its
-# own SDK test suite, `LANGGRAPH_AUTH_TYPE=noop`) act as that key's owner.
-# Empty (the default): such a request is refused with 401. Tests and local
-# trials only; a secret like any key.
+# An API key /langgraph/ uses for a request sending none, so clients written for
+# an auth-less LangGraph server (its SDK test suite) act as that key's owner.
+# Empty (the default): such a request gets 401. Tests and local trials only.
 AGENT_PROTOCOL_DEFAULT_KEY = os.environ.get("AGENT_PROTOCOL_DEFAULT_KEY", "")
 # Minutes a store item lives when its write names no `ttl` (0: until deleted).
 AGENT_STORE_DEFAULT_TTL_MINUTES = env_number("AGENT_STORE_DEFAULT_TTL_MINUTES", 0)
+# A langgraph_sdk.Auth to use instead of API keys (docs/configuration.md, "Custom auth").
+AGENT_AUTH_PATH = os.environ.get("AGENT_AUTH_PATH", "").strip()
 
 # `text` for people, `json` (one object per line) for a log pipeline.
 LOG_FORMAT = env_choice("LOG_FORMAT", "text", {"text", "json"})

@@ -28,6 +28,7 @@ from core.logs import route_daphne_access_log
 from graphs.runtime.registry import check_registry
 from graphs.runtime.savers import close_savers
 from graphs.runtime.store import close_stores
+from sessions_app.auth import uses_custom_auth
 from turns_app.checkpoint_tables import schema_problem
 from turns_app.maintenance import maintenance
 from turns_app.services import turns_abort_pending
@@ -52,6 +53,8 @@ def check_database() -> None:
     if problem is not None:
         raise StartupError(problem)
     check_registry()
+    # A bad AGENT_AUTH_PATH is refused at start, not at the first request.
+    uses_custom_auth()
 
 
 def lock_sqlite_file() -> None:

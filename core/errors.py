@@ -13,6 +13,9 @@ from uuid import UUID
 
 class ErrorCode(StrEnum):
     UNAUTHORIZED = "unauthorized"
+    # The AGENT_AUTH_PATH handler raised (not its HTTPException), or refused
+    # with a 4xx other than 401/403 (then under that status).
+    AUTH_FAILED = "auth_failed"
     MALFORMED_REQUEST = "malformed_request"
     VALIDATION_ERROR = "validation_error"
     INVALID_FIELDS = "invalid_fields"

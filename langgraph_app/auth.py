@@ -1,22 +1,34 @@
 """Who is calling: the LangGraph SDKs send the API key as `x-api-key`;
-`Authorization: Bearer <key>` works as it does under /api/."""
+`Authorization: Bearer <key>` works as it does under /api/. With
+AGENT_AUTH_PATH the project's auth handler decides instead
+(sessions_app.auth)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
 from ninja.security import APIKeyHeader
 
-from sessions_app.auth import ApiKey, authenticate_key, bearer_token
+from sessions_app import auth as session_auth
+from sessions_app.auth import (
+    Principal,
+    authenticate_custom,
+    authenticate_key,
+    bearer_token,
+    principal_of,
+    scope_of,
+    uses_custom_auth,
+)
 
 
 class AuthedRequest(HttpRequest):
     """A request ProtocolAuth let in: ninja sets `auth` to what the scheme
-    returned, the caller's API key. For annotations only."""
+    returned. For annotations only."""
 
-    auth: ApiKey
+    auth: Principal
 
 
 def api_key_of(headers: Mapping[str, str]) -> str:
@@ -31,8 +43,11 @@ def api_key_of(headers: Mapping[str, str]) -> str:
     return bearer_token(headers)
 
 
-async def authenticate(headers: Mapping[str, str]) -> ApiKey:
-    return await authenticate_key(api_key_of(headers))
+async def authenticate(headers: Mapping[str, str], scope: Mapping[str, Any] | None = None) -> Principal:
+    """`scope`: the ASGI scope, which the project's auth handler reads."""
+    if uses_custom_auth():
+        return await session_auth.authenticate(headers, scope)
+    return principal_of(await authenticate_key(api_key_of(headers)))
 
 
 class ProtocolAuth(APIKeyHeader):
@@ -42,8 +57,10 @@ class ProtocolAuth(APIKeyHeader):
     param_name = "x-api-key"
     is_async = True
 
-    async def __call__(self, request: HttpRequest) -> ApiKey:
+    async def __call__(self, request: HttpRequest) -> Principal:
+        if uses_custom_auth():
+            return await authenticate_custom(scope_of(request))
         return await authenticate(request.headers)
 
-    def authenticate(self, request: HttpRequest, key: str | None) -> ApiKey:  # pragma: no cover
+    def authenticate(self, request: HttpRequest, key: str | None) -> Principal:  # pragma: no cover
         raise NotImplementedError("ProtocolAuth authenticates in __call__")

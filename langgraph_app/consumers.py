@@ -89,7 +89,7 @@ class RunStreamConsumer(_ProtocolStream):
     method = "POST"
 
     async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan:
-        api_key = await authenticate(headers)
+        api_key = await authenticate(headers, self.scope)
         key = route.get("thread_id")
         payload: RunBody = (
             validate_body(RunCreateStateless, body) if key is None else validate_body(RunCreateStateful, body)
@@ -139,7 +139,7 @@ class JoinStreamConsumer(_ProtocolStream):
     method = "GET"
 
     async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan:
-        api_key = await authenticate(headers)
+        api_key = await authenticate(headers, self.scope)
         key = check_session_key(route["thread_id"])
         run_id = run_records.parse_run_id(route["run_id"])
         after = parse_last_event_id(headers.get("last-event-id"))
@@ -168,7 +168,7 @@ class ThreadEventsConsumer(_ProtocolStream):
     method = "POST"
 
     async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan:
-        api_key = await authenticate(headers)
+        api_key = await authenticate(headers, self.scope)
         key = check_session_key(route["thread_id"])
         sub = thread_events.parse_subscription(parse_json(body) if body else None)
         session = await db(threads.thread_of, owner=api_key.owner, key=key)
@@ -182,7 +182,7 @@ class ThreadJoinConsumer(_ProtocolStream):
     method = "GET"
 
     async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan:
-        api_key = await authenticate(headers)
+        api_key = await authenticate(headers, self.scope)
         key = check_session_key(route["thread_id"])
         modes = thread_join.parse_modes(self.query())
         since = thread_join.parse_since(headers.get("last-event-id"))

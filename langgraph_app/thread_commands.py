@@ -28,7 +28,7 @@ from core.http.bodies import parse_json
 from langgraph_app import runs, thread_tree, threads
 from langgraph_app.schemas import RunCreateStateful
 from langgraph_app.thread_events import MAX_SEGMENT_LENGTH, MAX_SEGMENTS
-from sessions_app.auth import ApiKey
+from sessions_app.auth import Principal
 from turns_app import selectors as turn_selectors
 
 logger = logging.getLogger(__name__)
@@ -254,6 +254,6 @@ async def thread_command(request: HttpRequest, thread_id: str):
     if refused is not None:
         return JsonResponse(refused, status=400)
     # ProtocolAuth let the request in: ninja set `auth` to the caller's key.
-    auth: ApiKey = request.auth  # type: ignore[attr-defined]
+    auth: Principal = request.auth  # type: ignore[attr-defined]
     caller = Caller(owner=auth.owner, idempotency_key=request.headers.get("Idempotency-Key"))
     return JsonResponse(await run_command(caller, thread_id, payload))

@@ -49,7 +49,7 @@ class ThreadStreamSocket(AsyncWebsocketConsumer):
             name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
             headers[name] = f"{headers[name]},{value}" if name in headers else value
         try:
-            api_key = await authenticate(headers)
+            api_key = await authenticate(headers, self.scope)
             self.key = check_session_key(self.scope["url_route"]["kwargs"]["thread_id"])
             session = await db(threads.thread_of, owner=api_key.owner, key=self.key)
         except ApiError:

@@ -95,7 +95,7 @@ class TurnStreamConsumer(_TurnStream):
     async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan | None:
         """Checks in the JSON endpoint's order: auth, body, session key,
         Idempotency-Key, then the claim (409s, 503)."""
-        api_key = await authenticate(headers)
+        api_key = await authenticate(headers, self.scope)
         payload = validate_body(ChatIn, body)
         key = check_session_key(route["key"])
         started = await start_turn(
@@ -121,7 +121,7 @@ class TurnReattachConsumer(_TurnStream):
     method = "GET"
 
     async def plan(self, body: bytes, headers: dict[str, str], route: dict[str, str]) -> Plan | None:
-        api_key = await authenticate(headers)
+        api_key = await authenticate(headers, self.scope)
         key = check_session_key(route["key"])
         turn_id = _parse_turn_id(route["turn_id"])
         after = parse_last_event_id(headers)
