@@ -31,7 +31,7 @@ from core.asyncdb import db
 from core.errors import SessionNotFound, ValidationFailed
 from langgraph_app.stream import ProtocolEvent, close
 from turns_app.events import replay_from
-from turns_app.selectors import turn_numbers_from
+from turns_app.selectors import interrupt_namespaces, turn_numbers_from
 from turns_app.types import TurnEvent
 
 SEQ_PER_TURN = 2**32
@@ -169,8 +169,12 @@ def _lifecycle(
     return _wire(turn_id, event, seq, k, "lifecycle", {"namespace": [], "timestamp": now, "data": data})
 
 
-def wire_events(turn_id: UUID, number: int, event: TurnEvent, graph: str, now: int) -> list[WireEvent]:
-    """The protocol events one turn event stands for (none for most)."""
+def wire_events(
+    turn_id: UUID, number: int, event: TurnEvent, graph: str, now: int, where: dict[str, list[str]] | None = None
+) -> list[WireEvent]:
+    """The protocol events one turn event stands for (none for most);
+    `where`: the subgraph namespace of a paused turn's interrupts, each
+    announced there (the root's: in the root)."""
     if event.event == "turn":
         return [_lifecycle(turn_id, number, event, None, {"event": "running", "graph_name": graph}, now)]
     if event.event == PROTOCOL_EVENT:
@@ -192,7 +196,7 @@ def wire_events(turn_id: UUID, number: int, event: TurnEvent, graph: str, now: i
         value = interrupt.get("value") if isinstance(interrupt, dict) else None
         interrupt_id = interrupt.get("id") if isinstance(interrupt, dict) else None
         data = {"interrupt_id": interrupt_id, "payload": value}
-        params = {"namespace": [], "timestamp": now, "data": data}
+        params = {"namespace": (where or {}).get(str(interrupt_id), []), "timestamp": now, "data": data}
         out.append(_wire(turn_id, event, seq_of(number, event.id, k + 1), k + 1, "input.requested", params))
     k = len(out) + 1
     out.append(_lifecycle(turn_id, number, event, k, {"event": "interrupted"}, now))
@@ -251,11 +255,28 @@ async def _turn_events(turn_id: UUID, number: int, after: int, graph: str) -> As
     try:
         async for event in events:
             now = int(time.time() * 1000)
+            where = await _interrupts_where(turn_id, event)
             if len(event.data) > PARSE_ON_LOOP_MAX:
-                wires = await asyncio.to_thread(wire_events, turn_id, number, event, graph, now)
+                wires = await asyncio.to_thread(wire_events, turn_id, number, event, graph, now, where)
             else:
-                wires = wire_events(turn_id, number, event, graph, now)
+                wires = wire_events(turn_id, number, event, graph, now, where)
             for wire in wires:
                 yield wire
     finally:
         await close(events)
+
+
+async def _interrupts_where(turn_id: UUID, event: TurnEvent) -> dict[str, list[str]] | None:
+    """For a paused turn's `done`: where each of its interrupts was raised,
+    read from the log (the same on every process and every replay)."""
+    if event.event != "done" or '"interrupted"' not in event.data:
+        return None
+    told = (
+        json.loads(event.data)
+        if len(event.data) <= PARSE_ON_LOOP_MAX
+        else await asyncio.to_thread(json.loads, event.data)
+    )
+    if not isinstance(told, dict) or told.get("status") != "interrupted":
+        return None
+    ids = [str(i["id"]) for i in told.get("interrupts") or () if isinstance(i, dict) and i.get("id")][:MAX_NAMESPACES]
+    return await db(interrupt_namespaces, turn_id=turn_id, interrupt_ids=ids) if ids else None

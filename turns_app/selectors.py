@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -191,6 +192,7 @@ def database_answers() -> None:
 # How a stored protocol event of the `lifecycle` channel begins
 # (turns_app.thread_stream_parts.wire_form, written by native_json.dumps).
 LIFECYCLE_PREFIX = '{"method":"lifecycle"'
+VALUES_PREFIX = '{"method":"values"'
 
 
 def newest_turn_lifecycle(*, owner: str, key: str) -> tuple[str, list[str]] | None:
@@ -216,3 +218,23 @@ def has_turn_with_key(*, owner: str, key: str, idempotency_key: str) -> bool:
     session = session_get(owner=owner, key=key)
     turns = AgentTurn.objects.filter(session=session, epoch=session.epoch, idempotency_key=idempotency_key)
     return turns.exclude(status=AgentTurn.Status.ABORTED).exists()
+
+
+def interrupt_namespaces(*, turn_id: UUID, interrupt_ids: list[str]) -> dict[str, list[str]]:
+    """Each interrupt's subgraph namespace, where the turn's v3 stream first
+    showed it (the deepest: a subgraph's values come before its parent's);
+    an interrupt of the root graph is not in the result."""
+    found: dict[str, list[str]] = {}
+    for interrupt_id in interrupt_ids:
+        row = (
+            AgentTurnEvent.objects.filter(
+                turn_id=turn_id, event="protocol", data__startswith=VALUES_PREFIX, data__contains=f'"{interrupt_id}"'
+            )
+            .order_by("seq")
+            .values_list("data", flat=True)
+            .first()
+        )
+        logged = json.loads(row) if row is not None else None
+        if isinstance(logged, dict) and interrupt_id in (logged.get("interrupt_ids") or ()):
+            found[interrupt_id] = [str(s) for s in logged.get("namespace") or ()]
+    return found

@@ -83,6 +83,11 @@ async def _v3_parts(emit: Emit, graph: Any, run_input: Any, config: Any, kwargs:
             namespace = list(params.get("namespace") or ())
             data = params.get("data")
             wire = wire_form(method, namespace, data)
+            if wire is not None and namespace and method == "values" and params.get("interrupts"):
+                # Where a subgraph's interrupt was raised: the thread stream
+                # announces it there (langgraph_app.thread_events), once the
+                # turn's commit made it pending. Kept in the log, not sent.
+                wire["interrupt_ids"] = [getattr(i, "id", None) for i in params["interrupts"]]
             if wire is not None:
                 await emit(PROTOCOL_EVENT, dumps(wire))
             if not namespace and method in ("updates", "values"):

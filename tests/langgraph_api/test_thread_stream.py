@@ -188,3 +188,31 @@ async def test_hostile_bodies_are_refused(servers, alice):
         assert runs.status_code == 404 or runs.json() == []
         unauthorized = await http.post(f"/threads/{thread}/commands", json={"id": 1, "method": "run.start"})
         assert unauthorized.status_code == 401
+
+
+async def test_a_subgraphs_interrupt_is_announced_and_answered_in_its_namespace(servers, alice):
+    server = servers(
+        AGENT_GRAPHS="intake=graphs.intake.graph:build_intake_graph,nested=tests.fixtures.graphs:build_nested_ask_graph"
+    )
+    thread = "0c4b8a2e-6f1d-4e3a-9b7c-5d2e8f1a3b46"
+    async with asyncio.timeout(TEST_SECONDS), httpx.AsyncClient(base_url=f"{server.url}/langgraph", timeout=60) as http:
+        started = await command(http, alice, thread, "run.start", {"assistant_id": "nested", "input": {"messages": []}})
+        assert started["type"] == "success", started
+        paused = await events_until(http, alice, thread, {"channels": ["lifecycle", "input"]}, "interrupted")
+        asked = next(e for e in paused if e["method"] == "input.requested")
+        namespace = asked["params"]["namespace"]
+        assert len(namespace) == 1 and namespace[0].startswith("child:"), asked
+        assert asked["params"]["data"]["payload"] == "which?"
+        # Replayed from the start, it is announced in the same place.
+        again = await events_until(http, alice, thread, {"channels": ["input", "lifecycle"], "since": 0}, "interrupted")
+        replayed = next(e for e in again if e["method"] == "input.requested")
+        assert {**replayed, "params": {**replayed["params"], "timestamp": 0}} == {
+            **asked,
+            "params": {**asked["params"], "timestamp": 0},
+        }
+        answer = {"interrupt_id": asked["params"]["data"]["interrupt_id"], "namespace": namespace, "response": "this"}
+        resumed = await command(http, alice, thread, "input.respond", answer)
+        assert resumed["type"] == "success", resumed
+        await events_until(http, alice, thread, {"channels": ["lifecycle"], "since": paused[-1]["seq"]}, "completed")
+        state = (await http.get(f"/threads/{thread}/state", headers=headers(alice))).json()
+        assert state["values"]["answer"] == "this"
