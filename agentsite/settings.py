@@ -13,6 +13,15 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from core.database import CONNECT_TIMEOUT_SECONDS
+from core.langgraph_json import project_graphs
+
+# First: a project's langgraph.json may set any variable read below (its
+# `env`; the process environment wins).
+PROJECT_GRAPHS, PROJECT_FIRST_GRAPH = project_graphs(
+    os.environ,
+    Path.cwd(),
+    "intake=graphs.intake.graph:build_intake_graph,booking=graphs.booking.graph:build_booking_graph",
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = BASE_DIR / "data"
@@ -252,29 +261,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- the agent ----------------------------------------------------------------
 
 
-def env_graphs(name: str, default: str) -> dict[str, str]:
-    """`name=module.path:attribute,…` -> {name: "module.path:attribute"}."""
-    graphs: dict[str, str] = {}
-    for item in (part.strip() for part in (os.environ.get(name) or default).split(",")):
-        if not item:
-            continue
-        graph, eq, path = (x.strip() for x in item.partition("="))
-        module, colon, attribute = path.partition(":")
-        if not (eq and colon and module and attribute):
-            raise ImproperlyConfigured(f"{name}: {item!r} must read name=module.path:attribute")
-        if not graph or len(graph) > 64 or not graph.replace("_", "").replace("-", "").isalnum():
-            raise ImproperlyConfigured(f"{name}: {graph!r} is not a graph name (letters, digits, _ and -)")
-        if graph in graphs:
-            raise ImproperlyConfigured(f"{name} names {graph!r} twice")
-        graphs[graph] = path
-    return graphs
-
-
-AGENT_GRAPHS = env_graphs(
-    "AGENT_GRAPHS",
-    "intake=graphs.intake.graph:build_intake_graph,booking=graphs.booking.graph:build_booking_graph",
-)
-AGENT_GRAPH = os.environ.get("AGENT_GRAPH") or "intake"
+# langgraph.json (AGENT_LANGGRAPH_JSON, or ./langgraph.json) registers its
+# graphs and loaded its env first, at the top of this module.
+AGENT_GRAPHS = PROJECT_GRAPHS
+AGENT_GRAPH = os.environ.get("AGENT_GRAPH") or PROJECT_FIRST_GRAPH or "intake"
 if AGENT_GRAPH not in AGENT_GRAPHS:
     raise ImproperlyConfigured(f"AGENT_GRAPH={AGENT_GRAPH!r} is not one of AGENT_GRAPHS: {', '.join(AGENT_GRAPHS)}")
 AGENT_MODEL = os.environ.get("AGENT_MODEL") or "offline"

@@ -81,7 +81,7 @@ def input_request(raw_input: Any, shape: GraphShape) -> dict[str, Any]:
     request /api/ makes of that text."""
     if not isinstance(raw_input, dict):
         raise ValidationFailed('input must be an object such as {"messages": [{"role": "user", "content": "…"}]}')
-    text = _simple_text(raw_input)
+    text = _simple_text(raw_input) if MESSAGES in shape.input_channels else None
     if text is not None:
         options = {k: raw_input[k] for k in REQUEST_OPTIONS if k in raw_input}
         try:

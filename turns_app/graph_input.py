@@ -97,7 +97,10 @@ def from_row(claim: Claim, shape: GraphShape) -> dict[str, Any]:
 def committed_state(claim: Claim, shape: GraphShape, prior: list[BaseMessage]) -> dict[str, Any]:
     """The state the turn starts from, as the graph's input channels."""
     carried = {k: v for k, v in claim.head_values.items() if k in shape.input_channels and k not in NOT_CARRIED}
-    return {**carried, **from_row(claim, shape), MESSAGES: list(prior)}
+    state = {**carried, **from_row(claim, shape)}
+    if MESSAGES in shape.channels:  # a graph of its own input may have none
+        state[MESSAGES] = list(prior)
+    return state
 
 
 def folded(graph: Pregel, state: dict[str, Any], given: dict[str, Any], shape: GraphShape) -> dict[str, Any]:

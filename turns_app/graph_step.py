@@ -32,7 +32,7 @@ from langgraph.types import StreamMode
 
 from core.errors import StateLost
 from graphs.runtime import effects
-from graphs.runtime.registry import FIELDS, MESSAGES, REJECTED, GraphShape, graph_for, shape_of
+from graphs.runtime.registry import FIELDS, MESSAGES, REJECTED, GraphShape, graph_for_run, shape_of
 from graphs.runtime.run_checkpoints import RunCheckpoints
 from graphs.runtime.savers import get_saver
 from turns_app import faults, graph_input, history, thread_stream_parts
@@ -61,9 +61,6 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
     so the model answers in one piece, as `ainvoke` would have it: token
     streaming cost a JSON turn a sixth of its CPU (docs/scale.md, "CPU")."""
     saver = await run_checkpoints(str(claim.session_id))
-    graph = graph_for(claim.graph, saver)
-    shape = shape_of(graph)
-    prior = await history.conversation(claim.session_id, claim.parent_id)
     fields = Fields(claim)
     context = effects.TurnContext(
         session_id=claim.session_id,
@@ -83,6 +80,9 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
         if name in asked:
             config[name] = asked[name]
     run_context = {"context": protocol["context"]} if protocol.get("context") else {}
+    graph = await graph_for_run(claim.graph, saver, config, protocol.get("context"))
+    shape = shape_of(graph)
+    prior = await history.conversation(claim.session_id, claim.parent_id)
     if claim.interrupt is not None:
         # From the checkpoint the pause committed: a later run on the thread
         # that failed to commit may have left newer ones.

@@ -3,17 +3,22 @@
 
     AGENT_GRAPHS="intake=graphs.intake.graph:build_intake_graph,booking=graphs.booking.graph:build_booking_graph"
 
-Each entry names a compiled LangGraph graph or a factory called with
-`model=` (the AGENT_MODEL chat model) and `checkpointer=`. The contract
+Each entry names a compiled LangGraph graph, a factory called with
+`model=` (the AGENT_MODEL chat model) and `checkpointer=`, or a factory as
+langgraph-api calls it (`config` and/or a `ServerRuntime`: factories.py); a
+path may be a file (`/abs/path/graph.py:attr`, as langgraph.json gives it). The contract
 (docs/graphs.md, "Bring your own graph"): the graph's state has a `messages` channel
 (`add_messages`); `fields` and `stage` channels, when present, carry the
-session's typed business fields; nothing else is asked of it. The setting is
-parsed in agentsite.settings (`AGENT_GRAPHS`, a dict name -> path).
+session's typed business fields; nothing else is asked of it (a graph
+without `messages` runs under /langgraph/ only: its input is its own). The
+setting is parsed in core.langgraph_json (`AGENT_GRAPHS`, a dict name -> path).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
+import sys
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +29,7 @@ from django.utils.module_loading import import_string
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
+from graphs.runtime import factories
 from graphs.runtime.chat_models import build_model
 from graphs.runtime.turn_store import turn_store
 
@@ -48,11 +54,32 @@ def check_graph_name(name: str) -> str:
 
 def _load(name: str) -> Any:
     path = settings.AGENT_GRAPHS[check_graph_name(name)]
-    module, _, attr = path.partition(":")
+    module, _, attr = path.rpartition(":")
     try:
+        if module.endswith(".py"):
+            return getattr(_file_module(name, module), attr)
         return import_string(f"{module}.{attr}")
-    except ImportError as exc:
+    except (ImportError, AttributeError, OSError) as exc:
         raise ImproperlyConfigured(f"AGENT_GRAPHS: {name}={path} cannot be imported: {exc}") from exc
+
+
+def _file_module(name: str, file: str) -> Any:
+    """A graph's module by file, as langgraph-api loads it; once per process
+    (under a name of its own, in sys.modules, so its classes pickle)."""
+    module_name = f"agentsite_graph_{name.replace('-', '_')}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{file} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
 
 
 def build_graph(name: str, *, checkpointer: BaseCheckpointSaver | None) -> Pregel:
@@ -60,18 +87,15 @@ def build_graph(name: str, *, checkpointer: BaseCheckpointSaver | None) -> Prege
     target = _load(name)
     if isinstance(target, Pregel):
         graph = target.copy(update={"checkpointer": checkpointer})
-    elif callable(target):
+    elif callable(target) and factories.is_ours(target):
         graph = target(model=build_model(), checkpointer=checkpointer)
+    elif callable(target):
+        graph = factories.call_for_read(target, f"AGENT_GRAPHS: {name}").copy(update={"checkpointer": checkpointer})
     else:
         raise ImproperlyConfigured(f"AGENT_GRAPHS: {name} is neither a compiled graph nor a factory")
     if not isinstance(graph, Pregel):
         raise ImproperlyConfigured(
             f"AGENT_GRAPHS: the factory of {name} returned {type(graph).__name__}, not a compiled graph"
-        )
-    if MESSAGES not in graph.channels:
-        raise ImproperlyConfigured(
-            f"AGENT_GRAPHS: graph {name} has no `messages` channel; agentsite runs graphs "
-            "whose state has `messages: Annotated[list, add_messages]`"
         )
     return graph
 
@@ -127,6 +151,22 @@ def shape_for(name: str) -> GraphShape:
 # Compiled graphs, one per (name, checkpointer): compiling per turn is wasted
 # work, and a checkpointer belongs to exactly one event loop.
 _compiled: weakref.WeakKeyDictionary[BaseCheckpointSaver, dict[str, Pregel]] = weakref.WeakKeyDictionary()
+
+
+def is_run_factory(name: str) -> bool:
+    """A factory langgraph-api's way: called again for every run."""
+    target = _load(name)
+    return not isinstance(target, Pregel) and callable(target) and not factories.is_ours(target)
+
+
+async def graph_for_run(name: str, checkpointer: BaseCheckpointSaver, config: Any, context: Any) -> Pregel:
+    """The graph a run runs: a langgraph-api factory called with the run's
+    config and an execution runtime, or the compiled graph graph_for keeps."""
+    if not is_run_factory(name):
+        return graph_for(name, checkpointer)
+    store = turn_store()
+    built = await factories.call_for_run(_load(name), f"AGENT_GRAPHS: {name}", config, context, store)
+    return built.copy(update={"checkpointer": checkpointer, "store": store})
 
 
 def graph_for(name: str, checkpointer: BaseCheckpointSaver) -> Pregel:

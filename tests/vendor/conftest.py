@@ -7,9 +7,9 @@ auth, at LANGGRAPH_INTEGRATION_URL. Here:
 
 * one daphne for the whole suite, on a fresh database of the suite's backend
   (migrated, dropped afterwards; the tests never touch it themselves), with
-  the suite's graphs registered through AGENT_GRAPHS (by module path: the
-  graph folder is on the server's PYTHONPATH, as langgraph-api loads them by
-  file) and AGENT_PROTOCOL_DEFAULT_KEY set to a key of the owner `sdk-suite`,
+  the suite's graphs registered by its own langgraph.json
+  (AGENT_LANGGRAPH_JSON, unmodified: graphs by file, a factory among them)
+  and AGENT_PROTOCOL_DEFAULT_KEY set to a key of the owner `sdk-suite`,
   since the suite's clients send no key;
 * LANGGRAPH_INTEGRATION_URL is set before the suite's conftest reads it (this
   conftest is imported first); test_remote_graph_v3.py hard-codes
@@ -34,21 +34,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.own_server import server_on_own_database, with_sdk_suite_graphs
+from tests.fixtures.own_server import server_on_own_database
 from tests.system.server import Server, free_port
 from tests.vendor.expected_failures import EXPECTED_FAILURES
 
 SUITE = Path(__file__).resolve().parent / "langgraph_sdk_integration"
-# The graph ids the suite's conftest uses, by module path (its graph folder is
-# on the server's PYTHONPATH; deep_agent's `deepagents` is pinned in
-# requirements-dev.txt). Only those agentsite can start with are registered:
-# start-up builds every entry, so one it refuses would stop the server
-# (expected_failures.py says why the others are missing).
-GRAPHS = {
-    "agent": "streaming_graph:graph",
-    "tools_agent": "tools_agent:graph",
-    "deep_agent": "deep_agent:graph",
-}
+# The suite's own langgraph.json registers its graphs, as `langgraph dev`
+# reads it: by file, its graph folder a dependency (deep_agent's
+# `deepagents` is pinned in requirements-dev.txt).
+PROJECT = SUITE / "integration" / "langgraph.json"
 TEST_SECONDS = 60
 OWNER = "sdk-suite"
 # Keys a LangGraph client would send from the environment (get_client reads
@@ -135,9 +129,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 @pytest.fixture(scope="session", autouse=True)
 def agentsite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    env = with_sdk_suite_graphs(
-        {"AGENT_GRAPHS": ",".join(f"{name}={path}" for name, path in GRAPHS.items()), "AGENT_GRAPH": "agent"}
-    )
+    env = {"AGENT_LANGGRAPH_JSON": str(PROJECT)}
     folder = tmp_path_factory.mktemp("sdk-suite")
     with pytest.MonkeyPatch.context() as patch:
         for name in CLIENT_KEY_VARIABLES:

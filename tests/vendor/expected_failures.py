@@ -6,10 +6,6 @@ passing fails the run until its line here is removed."""
 
 from __future__ import annotations
 
-FACTORY = (
-    "factory graphs: factory_agent is not registered (agentsite calls a factory with model= and "
-    "checkpointer=, not (config, runtime), and its state has no messages channel); runs.wait answers 422"
-)
 CRONS = "crons: POST /runs/crons answers 404"
 
 
@@ -21,5 +17,4 @@ def _both(name: str, reason: str) -> dict[str, str]:
 
 EXPECTED_FAILURES: dict[str, str] = {
     **_both("test_crons.py::test_crons_create_search_delete", CRONS),
-    **_both("test_factory_graph.py::test_factory_graph_executes", FACTORY),
 }
