@@ -29,6 +29,7 @@ from langgraph_app.schemas import (
 )
 from sessions_app import selectors as sessions
 from sessions_app import services as session_services
+from sessions_app.auth import authorize
 from turns_app import faults
 from turns_app import services as turn_services
 
@@ -58,7 +59,22 @@ def _create_thread(owner: str, payload: ThreadCreate) -> dict[str, Any]:
 
 @threads_router.post("/threads", summary="Create a thread (a session)")
 async def create_thread(request: AuthedRequest, payload: ThreadCreate):
+    value: dict[str, Any] = {
+        "thread_id": payload.thread_id,
+        "metadata": dict(payload.metadata or {}),
+        "if_exists": payload.if_exists,
+    }
+    stamped = await authorize(request.auth, "threads", "create", value)
+    if stamped is not None or value["metadata"] != (payload.metadata or {}):
+        # What the handler stamps wins over what the client sent (no forged owner).
+        payload = payload.model_copy(update={"metadata": {**value["metadata"], **(stamped or {})}})
     return await db(_create_thread, owner=request.auth.owner, payload=payload)
+
+
+async def _scoped(request: AuthedRequest, payload: ThreadSearchRequest | ThreadCountRequest):
+    """The search with the handler's filter over the client's metadata filter."""
+    scope = await authorize(request.auth, "threads", "search", {"metadata": dict(payload.metadata or {})})
+    return payload if scope is None else payload.model_copy(update={"metadata": {**(payload.metadata or {}), **scope}})
 
 
 def _search(owner: str, payload: ThreadSearchRequest | ThreadCountRequest, limit: int, offset: int):
@@ -90,6 +106,7 @@ def _search(owner: str, payload: ThreadSearchRequest | ThreadCountRequest, limit
 
 @threads_router.post("/threads/search", summary="Search your threads (metadata: top-level keys equal)")
 async def search_threads(request: AuthedRequest, payload: ThreadSearchRequest, response: HttpResponse):
+    payload = await _scoped(request, payload)
     found, total = await interruptible(
         _search, owner=request.auth.owner, payload=payload, limit=payload.limit, offset=payload.offset
     )
@@ -101,13 +118,18 @@ async def search_threads(request: AuthedRequest, payload: ThreadSearchRequest, r
 
 @threads_router.post("/threads/count")
 async def count_threads(request: AuthedRequest, payload: ThreadCountRequest):
+    payload = await _scoped(request, payload)
     _, total = await interruptible(_search, owner=request.auth.owner, payload=payload, limit=1, offset=0)
     return total
 
 
 @threads_router.get("/threads/{thread_id}", summary="A thread: metadata, status, current values")
 async def get_thread(request: AuthedRequest, thread_id: str):
-    return await db(threads.thread_get, owner=request.auth.owner, key=thread_id)
+    scope = await authorize(request.auth, "threads", "read", {"thread_id": thread_id})
+    thread = await db(threads.thread_get, owner=request.auth.owner, key=thread_id)
+    if scope and any(thread["metadata"].get(k) != v for k, v in scope.items()):
+        raise thread_not_found(thread_id)
+    return thread
 
 
 def _patch(owner: str, key: str, payload: ThreadPatch) -> dict[str, Any]:

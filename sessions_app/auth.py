@@ -108,3 +108,19 @@ class ApiKeyAuth(HttpBearer):
 
     def authenticate(self, request: HttpRequest, token: str) -> Principal:  # pragma: no cover
         raise NotImplementedError("ApiKeyAuth authenticates in __call__")
+
+
+async def authorize(principal: Principal, resource: str, action: str, value: dict[str, Any]) -> dict[str, Any] | None:
+    """The project's resource handler's verdict (docs/configuration.md,
+    "Custom auth"): None (allowed, or no custom auth), a metadata filter, or
+    a 403 raised."""
+    if not uses_custom_auth():
+        return None
+    return await custom_auth.authorize(
+        identity=principal.owner,
+        permissions=principal.permissions,
+        user=principal.user,
+        resource=resource,
+        action=action,
+        value=value,
+    )

@@ -180,3 +180,62 @@ async def authenticate(scope: Mapping[str, Any]) -> tuple[str, tuple[str, ...], 
         error = Unauthorized("the auth handler could not authenticate this request")
         error.code = ErrorCode.AUTH_FAILED
         raise error from None
+
+
+class _User(dict):
+    """What a resource handler sees as `ctx.user`: the authenticate
+    handler's user, by attribute (`ctx.user.identity`) and by key."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _user_of(identity: str, permissions: tuple[str, ...], user: Any) -> _User:
+    fields = dict(user) if isinstance(user, Mapping) else {}
+    if not isinstance(user, (str, Mapping)) and user is not None:
+        fields |= {k: v for k, v in vars(user).items() if not k.startswith("_")} if hasattr(user, "__dict__") else {}
+    return _User({"is_authenticated": True, "display_name": identity, **fields, "identity": identity})
+
+
+async def authorize(
+    *, identity: str, permissions: tuple[str, ...], user: Any, resource: str, action: str, value: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The project's `@auth.on.<resource>.<action>` handler (or `.on.<resource>`,
+    or `@auth.on`) for this request: None to allow, a filter dict to scope
+    it; False from the handler is a 403. `value` may be changed in place."""
+    setup = configured()
+    if setup is None:
+        return None
+    auth = setup[0]
+    handlers = auth._handlers.get((resource, action)) or auth._handlers.get((resource, "*")) or auth._global_handlers
+    if not handlers:
+        return None
+    from langgraph_sdk.auth.types import AuthContext
+
+    ctx = AuthContext(
+        permissions=permissions,
+        user=_user_of(identity, permissions, user),
+        resource=resource,  # type: ignore[arg-type]
+        action=action,  # type: ignore[arg-type]
+    )
+    try:
+        answer: Any = await handlers[-1](ctx=ctx, value=value)
+    except Auth.exceptions.HTTPException as exc:
+        status = exc.status_code if 400 <= exc.status_code < 500 else 403
+        code = {401: ErrorCode.UNAUTHORIZED, 403: ErrorCode.FORBIDDEN}.get(status, ErrorCode.AUTH_FAILED)
+        raise ApiError.of(status, code, str(exc.detail or "refused by the auth handler")) from None
+    except Exception:
+        logger.exception("the AGENT_AUTH_PATH %s.%s handler failed", resource, action)
+        raise ApiError.of(403, ErrorCode.FORBIDDEN, f"the auth handler refused {resource}.{action}") from None
+    if answer is False:
+        raise ApiError.of(403, ErrorCode.FORBIDDEN, f"the auth handler refused {resource}.{action}")
+    if answer is None or answer is True:
+        return None
+    if not isinstance(answer, Mapping):
+        raise ApiError.of(403, ErrorCode.FORBIDDEN, f"the {resource}.{action} handler returned no filter")
+    # LangGraph's filters: a value, or {"$eq": value}; equality is what we
+    # match, so another operator matches nothing (fails closed).
+    return {k: v["$eq"] if isinstance(v, Mapping) and set(v) == {"$eq"} else v for k, v in answer.items()}

@@ -138,3 +138,66 @@ async def test_an_auth_py_decides_who_calls(servers, tmp_path):
 async def test_a_bad_auth_path_stops_the_server_at_start(servers):
     with pytest.raises(RuntimeError, match="AGENT_AUTH_PATH='no_such_module:auth' cannot be imported"):
         servers(AGENT_AUTH_PATH="no_such_module:auth")
+
+
+TEAM_AUTH_PY = """
+from langgraph_sdk import Auth
+
+auth = Auth()
+USERS = {"user1-token": "user1", "user2-token": "user2", "intern-token": "intern"}
+
+
+@auth.authenticate
+async def get_current_user(authorization: str | None) -> Auth.types.MinimalUserDict:
+    scheme, _, token = (authorization or "").partition(" ")
+    if token not in USERS:
+        raise Auth.exceptions.HTTPException(status_code=401, detail="Invalid token")
+    # One tenant: every user is owner "acme"; the handlers below keep them apart.
+    return {"identity": "acme", "user_id": USERS[token]}
+
+
+@auth.on.threads.create
+async def on_thread_create(ctx: Auth.types.AuthContext, value: Auth.types.on.threads.create.value):
+    if ctx.user.user_id == "intern":
+        return False
+    metadata = value.setdefault("metadata", {})
+    metadata["owner"] = ctx.user.user_id
+    return {"owner": ctx.user.user_id}
+
+
+@auth.on.threads.read
+@auth.on.threads.search
+async def on_thread_read(ctx: Auth.types.AuthContext, value: dict):
+    return {"owner": ctx.user.user_id}
+"""
+
+
+async def test_resource_handlers_stamp_and_scope_threads(servers, tmp_path):
+    auth_file = tmp_path / "team_auth.py"
+    auth_file.write_text(TEAM_AUTH_PY)
+    server = servers(AGENT_AUTH_PATH=f"{auth_file}:auth")
+    url = f"{server.url}/langgraph"
+    one = get_client(url=url, headers={"Authorization": "Bearer user1-token"})
+    two = get_client(url=url, headers={"Authorization": "Bearer user2-token"})
+    intern = get_client(url=url, headers={"Authorization": "Bearer intern-token"})
+    async with asyncio.timeout(TEST_SECONDS):
+        # A forged owner in the metadata is overwritten by the handler's stamp.
+        made = await one.threads.create(metadata={"owner": "user2", "topic": "a"})
+        assert made["metadata"] == {"owner": "user1", "topic": "a"}
+        theirs = await two.threads.create()
+        assert theirs["metadata"] == {"owner": "user2"}
+        # The same owner (acme) in the database; the filters keep them apart.
+        assert sorted(await orm(sessions_of, owner="acme")) == sorted([made["thread_id"], theirs["thread_id"]])
+        assert (await one.threads.get(made["thread_id"]))["metadata"]["owner"] == "user1"
+        with pytest.raises(NotFoundError):
+            await two.threads.get(made["thread_id"])
+        assert [t["thread_id"] for t in await two.threads.search()] == [theirs["thread_id"]]
+        assert [t["thread_id"] for t in await one.threads.search(metadata={"owner": "user2"})] == [made["thread_id"]]
+        assert await one.threads.count() == 1
+
+        # False from the create handler: 403, nothing written.
+        before = await orm(all_sessions)
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await intern.threads.create()
+        assert (refused.value.response.status_code, refused.value.response.json()["code"]) == (403, "forbidden")
+        assert await orm(all_sessions) == before
