@@ -123,7 +123,9 @@ def start_point(*, owner: str, key: str, ref: CheckpointRef) -> tuple[StartFrom,
     if state.kind == "now":
         return StartFrom(state.turn.id if state.turn else None, session.version), None
     turn = state.turn
-    assert turn is not None  # after and input states are their turn's
+    assert turn is not None  # after, step and input states are their turn's
+    if state.kind == "step":
+        raise not_supported("a run from a checkpoint inside a run (between its steps)")
     if state.kind == "after":
         return StartFrom(turn.id, threads.version_after(turn)), None
     parent = next((t for t in turns if t.id == turn.parent_id), None)

@@ -32,8 +32,10 @@ def _expected_version(owner: str, key: str, ref: CheckpointRef | None) -> tuple[
     session = threads.thread_of(owner=owner, key=key)
     if ref is None:
         return session.version, session.graph, session.form
-    # A state of another epoch can never be current; -1 matches no version.
-    return (ref.version if ref.epoch == session.epoch else -1), session.graph, session.form
+    # Only the current state's checkpoint is the session's version; -1
+    # matches none (a state of another epoch, an earlier one).
+    current = threads.current_state(session, threads.states_of(session, threads.finished_turns(session)))
+    return (session.version if current.ref == ref else -1), session.graph, session.form
 
 
 def _checked(payload: ThreadStateUpdate, shape: GraphShape, form: list[dict[str, Any]]) -> dict[str, Any]:

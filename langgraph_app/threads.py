@@ -4,12 +4,15 @@ read through turns_app's and sessions_app's selectors); async callers go
 through `core.asyncdb.db`.
 
 A session's history in the protocol's terms, per epoch: the start; for each
-finished turn, the state just before its reply (its input applied — what a
-regenerate starts from; a turn that sends no input, a resume, a command, a
-state update or `input: null`, has none) and the state after it;
-and, when the session moved on without a turn (fields set, rewound), its
-current state on top of its head turn. Values are the graph's state:
-the conversation up to that turn, its other channels, and the business
+finished turn, its checkpoints as LangGraph made them, one per step (the
+input at step -1 — what a regenerate starts from; a turn given no input, a
+resume, a command, `input: null`, has none — then each superstep; a state
+update's one), from the records its commit stored (langgraph_app.steps),
+the last one the state after the turn; and, when the session moved on
+without a turn (fields set, rewound), its current state on top of its head
+turn. A turn committed before steps were recorded shows the state before
+its reply and the state after it. Values are the graph's state: the
+conversation up to that turn, its other channels, and the business
 channels (`fields`, `stage`, `form`) the graph has.
 """
 
@@ -31,6 +34,7 @@ from langgraph.pregel import Pregel
 
 from core.errors import SessionNotFound
 from graphs.runtime.registry import FIELDS, FORM, MESSAGES, STAGE, GraphShape, build_graph, shape_of
+from langgraph_app import steps as step_json
 from langgraph_app.errors import run_not_found, thread_not_found
 from langgraph_app.ids import CheckpointRef, assistant_id
 from sessions_app import selectors as sessions
@@ -39,12 +43,9 @@ from turns_app import graph_input
 from turns_app import selectors as turn_selectors
 from turns_app.native_json import message_json
 from turns_app.selectors import AgentTurn
+from turns_app.types import final_step, step_ref
 
-SOURCE = {"start": "input", "input": "input", "after": "loop", "now": "update"}
-# The node LangGraph reports a paused run waiting in; the interrupt itself
-# does not say which node raised it, and reading the paused checkpoint
-# would cost a round trip per state.
-PAUSED_NODE = "__interrupt__"
+SOURCE = {"start": "input", "input": "input", "after": "loop", "step": "loop", "now": "update"}
 
 
 def thread_of(*, owner: str, key: str) -> AgentSession:
@@ -82,8 +83,8 @@ def status_of(session: AgentSession) -> str:
     return "interrupted" if session.interrupt else "idle"
 
 
-def iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment is not None else None
+def iso(moment: datetime | str | None) -> str | None:
+    return moment.isoformat() if isinstance(moment, datetime) else moment
 
 
 # --- states ---------------------------------------------------------------------------------
@@ -92,10 +93,15 @@ def iso(moment: datetime | None) -> str | None:
 @dataclass(frozen=True)
 class State:
     ref: CheckpointRef
-    kind: str  # start | input | after | now
-    turn: AgentTurn | None  # input/after: the turn; now: the head turn
+    kind: str  # start | input | step | after | now
+    turn: AgentTurn | None  # input/step/after: the turn; now: the head turn
     parent: CheckpointRef | None
-    created_at: datetime | None
+    created_at: datetime | str | None
+    # The commit's record of this LangGraph step (None: the start, the
+    # current state, and the states of a turn committed without records),
+    # and of the step before it in the same turn.
+    record: dict[str, Any] | None = None
+    previous: dict[str, Any] | None = None
 
 
 def finished_turns(session: AgentSession) -> list[AgentTurn]:
@@ -108,6 +114,11 @@ def version_after(turn: AgentTurn) -> int:
     return turn.version
 
 
+def final_ref(turn: AgentTurn) -> CheckpointRef:
+    """The id of a turn's last checkpoint: the state after it."""
+    return step_ref(turn.epoch, turn.base_version, turn.number, final_step(turn.steps))
+
+
 def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
     """Every state of the session's epoch, newest first (by checkpoint id)."""
     epoch = session.epoch
@@ -116,25 +127,41 @@ def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
 
     def after(turn_id: UUID | None) -> CheckpointRef:
         turn = by_id.get(turn_id) if turn_id is not None else None
-        return CheckpointRef(epoch, version_after(turn), 2 * turn.number) if turn is not None else start.ref
+        return final_ref(turn) if turn is not None else start.ref
 
     found = [start]
     for turn in turns:
-        parent = after(turn.parent_id)
-        if has_input(turn):
-            before_reply = State(
-                CheckpointRef(epoch, turn.base_version, 2 * turn.number - 1), "input", turn, parent, turn.created_at
-            )
-            found.append(before_reply)
-            parent = before_reply.ref
-        found.append(State(after(turn.id), "after", turn, parent, turn.finished_at))
+        found += _turn_states(turn, after(turn.parent_id))
+    head_turn = by_id.get(session.head_turn_id) if session.head_turn_id is not None else None
     head = after(session.head_turn_id)
-    if session.version != head.version:
-        head_turn = by_id.get(session.head_turn_id) if session.head_turn_id is not None else None
+    if session.version != (head_turn.version if head_turn is not None else 0):
         found.append(
             State(CheckpointRef(epoch, session.version, head.step), "now", head_turn, head, session.updated_at)
         )
     return sorted(found, key=lambda s: s.ref, reverse=True)
+
+
+def _turn_states(turn: AgentTurn, parent: CheckpointRef) -> list[State]:
+    """A turn's checkpoints, oldest first, from its records (the last one is
+    the state after it), or for a turn committed without them, the state
+    before its reply (if it was given input) and after it."""
+    out = []
+    records = turn.steps or []
+    if not records:
+        if has_input(turn):
+            before_reply = step_ref(turn.epoch, turn.base_version, turn.number, -1)
+            out.append(State(before_reply, "input", turn, parent, turn.created_at))
+            parent = before_reply
+        out.append(State(final_ref(turn), "after", turn, parent, turn.finished_at))
+        return out
+    previous = None
+    for index, record in enumerate(records):
+        ref = step_ref(turn.epoch, turn.base_version, turn.number, int(record["step"]))
+        last = index == len(records) - 1
+        kind = "after" if last else ("input" if record.get("source") == "input" else "step")
+        out.append(State(ref, kind, turn, parent, record.get("created_at"), record, previous))
+        parent, previous = ref, record
+    return out
 
 
 def has_input(turn: AgentTurn) -> bool:
@@ -174,6 +201,11 @@ def values_of(
     """The graph's state at `state`, as the protocol's `values`."""
     read = messages_of or messages_up_to
     turn = state.turn
+    if state.kind == "step":
+        assert turn is not None and state.record is not None  # a step is its turn's record
+        final = values_of(session, State(state.ref, "after", turn, None, None), by_id, messages_of)
+        conversation = step_json.Conversation(lambda: final[MESSAGES])
+        return step_json.step_values(state.record, final, conversation)
     if state.kind == "input":
         assert turn is not None  # an input state is its turn's
         base = by_id.get(turn.parent_id) if turn.parent_id is not None else None
@@ -253,9 +285,10 @@ def _pending(session: AgentSession, state: State) -> list[dict[str, Any]]:
 def state_metadata(session: AgentSession, state: State) -> dict[str, Any]:
     """A state's `metadata`: known without reading its conversation, so a
     history filter runs before any values are built."""
+    source = state.record.get("source", "loop") if state.record is not None else SOURCE[state.kind]
     metadata: dict[str, Any] = {
-        "source": SOURCE[state.kind],
-        "step": state.ref.step,
+        "source": source,
+        "step": step_json.step_of(state.kind, state.record, state.turn),
         "graph_id": session.graph,
         "assistant_id": assistant_id(session.graph),
         "thread_id": session.key,
@@ -269,33 +302,30 @@ def state_metadata(session: AgentSession, state: State) -> dict[str, Any]:
 def state_json(
     session: AgentSession, state: State, by_id: dict[UUID, AgentTurn], messages_of: Messages | None = None
 ) -> dict[str, Any]:
-    interrupts = _pending(session, state)
-    if interrupts:
-        waiting = state.turn.id if state.turn is not None else state.ref.id
-        next_nodes = [PAUSED_NODE]
-        tasks = [
-            {
-                "id": str(waiting),
-                "name": PAUSED_NODE,
-                "path": ["__pregel_pull", PAUSED_NODE],
-                "error": None,
-                "interrupts": interrupts,
-                "checkpoint": None,
-                "state": None,
-                "result": None,
-            }
-        ]
-    elif state.kind == "input":
-        next_nodes, tasks = ["__start__"], []
+    values = values_of(session, state, by_id, messages_of)
+    metadata = state_metadata(session, state)
+    record = state.record
+    if record is not None and state.turn is not None:
+        turn_id, read = state.turn.id, messages_of or messages_up_to
+        conversation = step_json.Conversation(
+            (lambda: values[MESSAGES]) if state.kind == "after" else (lambda: read(turn_id))
+        )
+        next_nodes = list(record.get("next") or [])
+        tasks = step_json.tasks_json(record, state.turn.request, state.turn.id, conversation)
+        interrupts = step_json.interrupts_of(record)
+        metadata["writes"] = step_json.writes(record, state.previous, state.turn.request, state.turn.id, conversation)
     else:
-        next_nodes, tasks = [], []
+        interrupts = _pending(session, state)
+        waiting = str(state.turn.id if state.turn is not None else state.ref.id)
+        next_nodes, tasks = step_json.unrecorded_tasks(state.kind, waiting, interrupts)
+        metadata["writes"] = None
     return {
-        "values": values_of(session, state, by_id, messages_of),
+        "values": values,
         "next": next_nodes,
         "tasks": tasks,
         "checkpoint": _checkpoint(session.key, state.ref),
         "parent_checkpoint": _checkpoint(session.key, state.parent),
-        "metadata": state_metadata(session, state),
+        "metadata": metadata,
         "created_at": iso(state.created_at),
         "interrupts": interrupts,
     }

@@ -130,6 +130,7 @@ def outcome(
     fields: Fields,
     pause: Pause | None,
     context: effects.TurnContext,
+    steps: list[dict[str, Any]] | None = None,
 ) -> Outcome:
     messages = list(final.get(MESSAGES) or [])
     kept = len(messages) >= len(prior) and all(map(_same, messages, prior))
@@ -172,6 +173,7 @@ def outcome(
         thread_id=claim.thread_id,
         checkpoint_id=pause.checkpoint_id if pause is not None else None,
         effects=list(context.recorded),
+        steps=_storable(steps or []),
         conversation=messages,
     )
 

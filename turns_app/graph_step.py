@@ -35,7 +35,7 @@ from graphs.runtime import effects
 from graphs.runtime.registry import FIELDS, MESSAGES, REJECTED, GraphShape, graph_for_run, shape_of
 from graphs.runtime.run_checkpoints import RunCheckpoints
 from graphs.runtime.savers import get_saver
-from turns_app import faults, graph_input, history, thread_stream_parts
+from turns_app import faults, graph_input, history, step_records, thread_stream_parts
 from turns_app.graph_outcome import Fields, Pause, outcome, shown
 from turns_app.stream_parts import NativeParts
 from turns_app.types import Claim, Outcome
@@ -102,12 +102,19 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
     try:
         with effects.running(context):
             run_input, write = await graph_input.prepare(claim, graph, shape, prior, config)
+            # What was there before the run (a seed, the pause it resumes) is
+            # not one of its checkpoints.
+            known = saver.checkpoint_ids(thread_id)
+            if claim.interrupt is not None:
+                known.add(claim.interrupt["checkpoint_id"])
+            native.ids = step_records.StreamIds(claim, known)
             if write is not None:
                 if write.values is not None or write.as_node is not None:
                     config = await graph.aupdate_state(config, write.values, as_node=write.as_node)
                 final = (await graph.aget_state(config)).values
             else:
-                # durability="exit": checkpoints are written (to memory) once, when the run ends.
+                # durability="sync": every step's checkpoint is kept (in memory, as
+                # LangGraph's objects), for the records the turn commits of them.
                 async for part in thread_stream_parts.astream(
                     claim,
                     emit,
@@ -116,7 +123,7 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
                     config,
                     stream_mode=modes,
                     version="v2",
-                    durability="exit",
+                    durability="sync",
                     interrupt_before=protocol.get("interrupt_before"),
                     interrupt_after=protocol.get("interrupt_after"),
                     **run_context,
@@ -145,9 +152,12 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
                     # Nothing ran (a command that only updates): the state is the thread's.
                     final = (await graph.aget_state(config)).values
         pause = await _pause_of(graph, saver, config, thread_id, interrupts) if stopped or write else None
+        steps = step_records.records(
+            await step_records.run_steps(graph, thread_id, known), list(final.get(MESSAGES) or [])
+        )
     finally:
         saver.discard(thread_id)
-    return outcome(claim, shape, prior, final, fields, pause, context)
+    return outcome(claim, shape, prior, final, fields, pause, context, steps)
 
 
 async def _pause_of(

@@ -59,6 +59,10 @@ class AgentTurn(models.Model):
     interrupts = models.JSONField(null=True, blank=True)
     effects = models.JSONField(null=True, blank=True)
     checkpoint_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001  (no pause to resume)
+    # The run's checkpoints, one record per LangGraph step, each naming its
+    # messages by count or id in the turn's conversation (step_records):
+    # written by the commit, so an aborted turn has none.
+    steps = models.JSONField(null=True, blank=True)
     # Set by a rewind to an earlier turn: its state is no longer on the way
     # to the session's head.
     superseded_at = models.DateTimeField(null=True, blank=True)

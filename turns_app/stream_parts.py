@@ -65,6 +65,9 @@ class NativeParts:
         # The conversation the run was seeded with (the message objects),
         # found in its first state; None until then.
         self._base: list[Any] | None = None
+        # The public ids of the run's checkpoints (step_records.StreamIds),
+        # set once the run knows what it starts from.
+        self.ids: Any = None
 
     @property
     def wanted(self) -> bool:
@@ -97,24 +100,34 @@ class NativeParts:
             # (and useStream, which reads them) has them in the values.
             data = {**data, "__interrupt__": list(part["interrupts"])}
         elif part["type"] == "checkpoints" and isinstance(data, dict):
-            data = self._checkpoint(data)
+            data = await self._checkpoint(data)
         elif part["type"] == "debug" and isinstance(data, dict) and data.get("type") == "checkpoint":
             payload = data.get("payload")
-            data = {**data, "payload": self._checkpoint(payload) if isinstance(payload, dict) else payload}
+            data = {**data, "payload": await self._checkpoint(payload) if isinstance(payload, dict) else payload}
         if part["type"] == "values" and isinstance(data, dict):
             await self.emit(event, await self._values(data))
             return
         await self.emit(event, dumps(data))
 
-    def _checkpoint(self, payload: dict[str, Any]) -> dict[str, Any]:
+    async def _checkpoint(self, payload: dict[str, Any]) -> dict[str, Any]:
         """A checkpoint payload with its configs on the protocol's thread,
         and, as LangGraph's server adds them, `checkpoint` and
         `parent_checkpoint` ({"thread_id", "checkpoint_ns", "checkpoint_id"}).
         Only those keys of a config are kept: the rest is the run's own.
-        The ids stay LangGraph's, of the run's private checkpoints
-        (docs/agent-protocol.md, "Not supported")."""
+        The ids are the public ones the thread's history shows: the run's
+        own checkpoint by its step, its parent the previous one (the first's:
+        the state the run started from)."""
         config = self._config(payload.get("config"))
         parent = self._config(payload.get("parent_config"))
+        if self.ids is not None and config is not None:
+            own = config["configurable"]["checkpoint_id"]
+            step = (payload.get("metadata") or {}).get("step")
+            parent_id = parent["configurable"]["checkpoint_id"] if parent is not None else None
+            config["configurable"]["checkpoint_id"] = await self.ids.public(own, step)
+            if own in self.ids.known:
+                parent = None  # a state before the run: its parent is not the run's to name
+            else:
+                parent = {"configurable": {**config["configurable"], "checkpoint_id": await self.ids.parent(parent_id)}}
         tasks = [_task(t) for t in payload.get("tasks") or ()]
         return {
             **payload,

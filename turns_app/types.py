@@ -4,6 +4,7 @@ module and nothing above it."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -134,6 +135,9 @@ class Outcome:
     # (interrupt_before/after) or a state update that left tasks to run.
     next_nodes: list[str] = field(default_factory=list)
     effects: list[dict[str, Any]] = field(default_factory=list)
+    # The run's checkpoints, one record per LangGraph step (turns_app's
+    # step_records), committed with the turn.
+    steps: list[dict[str, Any]] = field(default_factory=list)
     # The conversation's message objects after the turn, for this process's
     # cache once committed; not part of what is committed.
     conversation: list[Any] = field(default_factory=list, repr=False, compare=False)
@@ -155,3 +159,59 @@ class TurnEvent:
 
 
 TERMINAL_EVENTS = frozenset({"done", "error"})
+
+
+# --- public checkpoint ids -------------------------------------------------------------
+
+_EPOCH_HEX, _VERSION_HEX, _STEP_HEX = 8, 12, 12
+# The step field holds the turn's number and LangGraph's step within it.
+_TURN_STEP_BITS = 24
+_TURN_STEP_MAX = 2**_TURN_STEP_BITS - 1
+
+
+@dataclass(frozen=True, order=True)
+class CheckpointRef:
+    """A state of a session's history, by (epoch, version, step), written as
+    a UUID of fixed-width hex fields so ids sort as text in the order the
+    states were reached (useStream orders a thread's branches by comparing
+    them as text). `step` 0 with version 0 is the start of the epoch; a
+    turn's checkpoints are `step_ref`'s; a state the session reached without
+    a turn (fields set, rewound) is its head's step at the session's version."""
+
+    epoch: int
+    version: int
+    step: int
+
+    @property
+    def id(self) -> str:
+        digits = f"{self.epoch:0{_EPOCH_HEX}x}{self.version:0{_VERSION_HEX}x}{self.step:0{_STEP_HEX}x}"
+        return str(uuid.UUID(digits))
+
+
+def step_ref(epoch: int, base_version: int, number: int, step: int) -> CheckpointRef:
+    """The public id of the checkpoint at LangGraph `step` (-1: the input)
+    of turn `number` of an epoch, which started at session `base_version`:
+    known when the run streams it, before the commit gives the turn its
+    version, so every checkpoint of a turn carries the version it started
+    at."""
+    return CheckpointRef(epoch, base_version, (number << _TURN_STEP_BITS) | max(0, min(step + 1, _TURN_STEP_MAX)))
+
+
+def final_step(steps: list[dict[str, Any]] | None) -> int:
+    """LangGraph's step of a turn's last checkpoint; 0 for a turn committed
+    with no records of its steps (its history: the input, -1, and after it)."""
+    return int(steps[-1]["step"]) if steps else 0
+
+
+def parse_checkpoint_id(raw: Any) -> CheckpointRef | None:
+    """None for anything that is not one of our ids."""
+    if not isinstance(raw, str) or len(raw) > 64:
+        return None
+    try:
+        digits = uuid.UUID(raw).hex
+    except ValueError:
+        return None
+    epoch = int(digits[:_EPOCH_HEX], 16)
+    version = int(digits[_EPOCH_HEX : _EPOCH_HEX + _VERSION_HEX], 16)
+    step = int(digits[_EPOCH_HEX + _VERSION_HEX :], 16)
+    return CheckpointRef(epoch, version, step) if epoch > 0 else None

@@ -77,27 +77,33 @@ class RunCheckpoints(BaseCheckpointSaver):
         for write_key in [k for k in self._writes if k[0] == thread_id]:
             del self._writes[write_key]
 
+    def checkpoint_ids(self, thread_id: str) -> set[str]:
+        """The ids of the thread's root checkpoints held in memory."""
+        return set(self._checkpoints.get((thread_id, ""), {}))
+
     async def persist(self, thread_id: str) -> str | None:
-        """Write this run's checkpoints and pending writes to the durable
-        saver, oldest first; returns the latest checkpoint id of the root
-        namespace."""
+        """Write this run's newest checkpoint of each namespace, with its
+        pending writes, to the durable saver: all a resume reads (the run's
+        earlier steps are committed with the turn, as records of its own:
+        turns_app's step_records). Returns the newest checkpoint id of the
+        root namespace."""
         latest = None
         for (thread, ns), stored in list(self._checkpoints.items()):
-            if thread != thread_id:
+            if thread != thread_id or not stored:
                 continue
-            for checkpoint_id in sorted(stored):
-                checkpoint, metadata, parent = stored[checkpoint_id]
-                config: RunnableConfig = {
-                    "configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}
-                }
-                saved = await self.durable.aput(config, checkpoint, metadata, dict(checkpoint["channel_versions"]))
-                by_task: dict[tuple[str, str], list[tuple[str, Any]]] = defaultdict(list)
-                for task_id, channel, value, task_path in self._writes.get((thread, ns, checkpoint_id), {}).values():
-                    by_task[(task_id, task_path)].append((channel, value))
-                for (task_id, task_path), writes in by_task.items():
-                    await self.durable.aput_writes(saved, writes, task_id, task_path)
-                if ns == "":
-                    latest = checkpoint_id
+            checkpoint_id = max(stored)
+            checkpoint, metadata, parent = stored[checkpoint_id]
+            config: RunnableConfig = {
+                "configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}
+            }
+            saved = await self.durable.aput(config, checkpoint, metadata, dict(checkpoint["channel_versions"]))
+            by_task: dict[tuple[str, str], list[tuple[str, Any]]] = defaultdict(list)
+            for task_id, channel, value, task_path in self._writes.get((thread, ns, checkpoint_id), {}).values():
+                by_task[(task_id, task_path)].append((channel, value))
+            for (task_id, task_path), writes in by_task.items():
+                await self.durable.aput_writes(saved, writes, task_id, task_path)
+            if ns == "":
+                latest = checkpoint_id
         return latest
 
     # -- BaseCheckpointSaver ------------------------------------------------------------------

@@ -20,7 +20,10 @@ from tests.fixtures.api import Api
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TURNS = 5
-STATES = 1 + 2 * TURNS  # the start, then before and after each turn's reply
+# A turn of the intake graph is four checkpoints: its input, then after the
+# steps `__start__`, `extract` and `reply` (the last the state after it).
+LOOP_STEPS = 3
+STATES = 1 + (1 + LOOP_STEPS) * TURNS  # and the start
 
 
 @pytest.fixture
@@ -57,7 +60,8 @@ async def test_a_filter_that_matches_nothing_builds_no_values(alice, long_thread
     assert response.status_code == 200 and json.loads(response.content) == []
     assert reads == []
     response = await post_history(alice, long_thread, {"limit": 1000, "metadata": {"source": "loop"}})
-    assert len(json.loads(response.content)) == TURNS
+    assert len(json.loads(response.content)) == LOOP_STEPS * TURNS
+    # A turn's steps share its conversation: read once for all of them.
     assert len(reads) <= TURNS
 
 
@@ -100,7 +104,10 @@ async def test_the_limit_says_where_to_page_on_when_older_states_match(alice, lo
     response = await post_history(alice, long_thread, {"limit": 2})
     page = json.loads(response.content)
     assert response.headers[history.NEXT_HEADER] == page[-1]["checkpoint"]["checkpoint_id"]
-    oldest = await post_history(alice, long_thread, {"limit": 1, "metadata": {"source": "input", "step": 1}})
+    everything = json.loads((await post_history(alice, long_thread, {"limit": 1000})).content)
+    first_run = everything[-2]["metadata"]["run_id"]  # the oldest run's input, just after the start
+    wanted = {"run_id": first_run, "source": "input", "step": -1}
+    oldest = await post_history(alice, long_thread, {"limit": 1, "metadata": wanted})
     assert len(json.loads(oldest.content)) == 1 and history.NEXT_HEADER not in oldest
 
 

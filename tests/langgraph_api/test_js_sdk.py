@@ -51,7 +51,8 @@ def test_js_sdk_streams_waits_and_resumes_an_interrupt(servers, alice):
     assert seen["run_created"] == {"run_id": seen["metadata"]["run_id"], "thread_id": seen["thread_id"]}
     assert seen["streamed_reply"] == seen["reply"] and seen["reply"]
     assert seen["wait_equals_state"] is True
-    assert seen["history_sources"] == ["loop", "input", "loop", "input", "input"]
+    # A checkpoint per step: each run's input, then after `__start__`, `extract` and `reply`.
+    assert seen["history_sources"] == [*["loop"] * 3, "input", *["loop"] * 3, "input", "input"]
     [interrupt] = seen["interrupt"]
     assert interrupt["value"]["action_requests"][0]["name"] == "book_table" and interrupt["id"]
     assert seen["thread_status"] == "interrupted"

@@ -101,17 +101,21 @@ async def test_a_whole_session_through_the_python_sdk(servers, alice):
         assert state["values"]["fields"]["email"] == "ada@example.com"
         assert waited["messages"][-2]["content"] == "ada@example.com"
 
-        # History: newest first; one state after each turn (and the one
-        # before its reply, which a regenerate starts from).
+        # History: newest first; a checkpoint per step of each run (its
+        # input, then after `__start__`, `extract` and `reply`), each the
+        # parent of the next.
         history = await client.threads.get_history(tid, limit=100)
-        after_turns = [h for h in history if h["metadata"]["source"] == "loop"]
         runs = await client.runs.list(tid)
-        assert [h["metadata"]["run_id"] for h in after_turns] == [r["run_id"] for r in runs]
         assert [r["status"] for r in runs] == ["success", "success"]
+        finals = [h for h in history if h["metadata"]["source"] == "loop" and not h["next"]]
+        assert [h["metadata"]["run_id"] for h in finals] == [r["run_id"] for r in runs]
         ids = [h["checkpoint"]["checkpoint_id"] for h in history]
         assert ids == sorted(ids, reverse=True)
+        assert [h["parent_checkpoint"]["checkpoint_id"] for h in history[:-1]] == ids[1:]
         assert history[0]["checkpoint"] == state["checkpoint"]
-        assert [len(h["values"]["messages"]) for h in history] == [4, 3, 2, 1, 0]
+        assert [len(h["values"]["messages"]) for h in history] == [4, 3, 3, 3, 2, 1, 1, 1, 0]
+        assert [h["metadata"]["step"] for h in history] == [2, 1, 0, -1, 2, 1, 0, -1, -1]
+        assert [h["next"] for h in history[:4]] == [[], ["reply"], ["extract"], ["__start__"]]
 
         # A cancelled run leaves nothing committed.
         before = await client.threads.get_state(tid)
@@ -120,6 +124,8 @@ async def test_a_whole_session_through_the_python_sdk(servers, alice):
         assert (await client.runs.get(tid, run["run_id"]))["status"] == "interrupted"
         assert (await client.threads.get_state(tid)) == before
         assert len(await orm(committed_turns, key=tid)) == 2
+        # Nor any checkpoint of its steps.
+        assert await client.threads.get_history(tid, limit=100) == history
 
         # Copy: the same history on a new thread; delete: 404 afterwards.
         copy = await client.threads.copy(tid)
@@ -204,7 +210,7 @@ async def test_edit_and_regenerate_from_history_checkpoints(servers, alice):
         assert (await client.threads.get_state(tid))["values"] == edited
         # The abandoned branches stay in history: three replies to turn two.
         history = await client.threads.get_history(tid, limit=100)
-        assert sum(1 for h in history if h["metadata"]["source"] == "loop") == 4
+        assert sum(1 for h in history if h["metadata"]["source"] == "loop" and not h["next"]) == 4
         turns = await orm(lambda: list(AgentTurn.objects.filter(session__key=tid).order_by("number")))
         assert [t.superseded_at is not None for t in turns] == [False, True, True, False]
 

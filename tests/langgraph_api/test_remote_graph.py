@@ -126,6 +126,15 @@ def test_stream_checkpoints(remote):
     assert {c["checkpoint"]["thread_id"] for c in chunks} == {thread_id}
     assert chunks[-1]["values"]["messages"][-1]["type"] == "ai"
     assert chunks[-1]["next"] == []
+    # Their ids are the ones the thread's history shows, parents included.
+    history = list(remote("intake").get_state_history(config))
+    shown = [
+        (h.config["configurable"]["checkpoint_id"], h.parent_config["configurable"]["checkpoint_id"])
+        for h in history[:-1]
+    ]
+    streamed = [(c["checkpoint"]["checkpoint_id"], c["parent_checkpoint"]["checkpoint_id"]) for c in chunks]
+    assert streamed == shown[::-1]  # all but the thread's start, oldest first
+    assert [c["metadata"]["step"] for c in chunks] == [h.metadata["step"] for h in history[:-1]][::-1]
 
 
 def test_get_state_history_and_update_state(remote):
@@ -139,6 +148,22 @@ def test_get_state_history_and_update_state(remote):
     assert history[0].config == state.config
     ids = [h.config["configurable"]["checkpoint_id"] for h in history]
     assert ids == sorted(ids, reverse=True)
+    # A checkpoint per step, as LangGraph writes them: each run's input, then
+    # each superstep, with the tasks it has left to run.
+    newest_run = [h for h in history if h.metadata.get("run_id") == history[0].metadata["run_id"]]
+    assert [(h.metadata["source"], h.metadata["step"], h.next) for h in newest_run] == [
+        ("loop", 2, ()),
+        ("loop", 1, ("reply",)),
+        ("loop", 0, ("extract",)),
+        ("input", -1, ("__start__",)),
+    ]
+    assert [[t.name for t in h.tasks] for h in newest_run] == [[], ["reply"], ["extract"], ["__start__"]]
+    assert "extract" in newest_run[1].metadata["writes"]
+    assert [h.parent_config["configurable"]["checkpoint_id"] for h in history[:-1]] == ids[1:]
+    # A step inside a run reads back as it was: the reply not there yet.
+    inside = newest_run[1]
+    assert intake.get_state(inside.config).values == inside.values
+    assert inside.values["messages"][-1]["content"] == "ada@example.com"
     assert len(history[-1].values.get("messages", [])) == 0
     # A past checkpoint reads back as it was.
     earlier = next(h for h in history if len(h.values.get("messages", [])) == 2)
@@ -172,9 +197,22 @@ def test_booking_pauses_with_its_interrupt(remote):
 def test_booking_resumes_with_a_command(remote):
     booking, config = remote("booking"), thread()
     booking.invoke(human(BOOKING_TEXT), config)
-    done = booking.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+    paused = booking.get_state(config)
+    resumed = list(booking.stream(Command(resume={"decisions": [{"type": "approve"}]}), config, stream_mode="debug"))
+    done = booking.get_state(config).values
     assert "BK-" in done["messages"][-1]["content"]
     assert booking.get_state(config).next == ()
+    # The resumed run's checkpoints follow the paused one, under the ids
+    # history shows: the first it streams is the pause it answered.
+    history = list(booking.get_state_history(config))
+    shown = {h.config["configurable"]["checkpoint_id"] for h in history}
+    streamed = [c["payload"]["checkpoint"]["checkpoint_id"] for c in resumed if c["type"] == "checkpoint"]
+    assert streamed[0] == paused.config["configurable"]["checkpoint_id"]
+    assert set(streamed) <= shown and len(streamed) > 1
+    # In history, the paused step keeps the interrupt its task raised.
+    at_pause = next(h for h in history if h.config == paused.config)
+    assert [i.id for t in at_pause.tasks for i in t.interrupts] == [i.id for t in paused.tasks for i in t.interrupts]
+    assert at_pause.next == paused.next
 
 
 def test_a_remote_graph_as_a_node_of_a_local_graph(remote):

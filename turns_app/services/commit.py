@@ -62,6 +62,7 @@ COMMIT_TURN_FIELDS = (
     "interrupts",
     "effects",
     "checkpoint_id",
+    "steps",
     "result",
 )
 # The one-statement commit's fence on the session row: the turn still holds
@@ -228,6 +229,7 @@ def _settle(turn: AgentTurn, session: AgentSession, outcome: Outcome, applied: l
     turn.interrupts = outcome.interrupts or None
     turn.effects = applied or None
     turn.checkpoint_id = outcome.checkpoint_id
+    turn.steps = outcome.steps or None
     turn.result = body = render_result(turn, session, outcome, applied)
     return body
 

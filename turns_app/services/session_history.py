@@ -135,6 +135,7 @@ def session_fork(*, owner: str, key: str, turn_id: UUID | None, new_key: str) ->
                 fields=original.fields,
                 stage=original.stage,
                 values=original.values,
+                steps=original.steps,
                 version=start + number,
                 finished_at=original.finished_at,
             )
