@@ -4,7 +4,7 @@ the embedded SQLite file and outgrew it. PostgreSQL → PostgreSQL works too.
 
 What moves: every row of every model of the apps that hold conversations
 (`MOVED_APPS`: sessions and their tombstones, API keys, turns with their
-history, turn events, bookings), with primary keys, versions, epochs and
+history, turn events, assistants and their versions, bookings), with primary keys, versions, epochs and
 timestamps as they are; and every LangGraph checkpoint thread, through the
 savers' own API. A conversation continues from its turns rows (the history
 is in the business tables, turns_app.history), so those need no checkpoint;

@@ -7,7 +7,7 @@ from django.apps import apps
 from django.db import models
 
 # The apps whose models hold what a user would lose: every model in them moves.
-MOVED_APPS = ("sessions_app", "turns_app", "booking")
+MOVED_APPS = ("sessions_app", "assistants_app", "turns_app", "booking")
 # Installed models that stay behind, and why (tests/turns_app/test_move_sessions.py
 # fails when a model is in neither MOVED_APPS nor here).
 NOT_MOVED = {
