@@ -31,7 +31,7 @@ from langgraph_app.errors import run_not_found
 from langgraph_app.params import TRUE
 from langgraph_app.run_input import RunBody
 from langgraph_app.schemas import RunCreateStateful, RunCreateStateless, StreamMode
-from langgraph_app.stream import ProtocolEvent, parse_last_event_id, protocol_events
+from langgraph_app.stream import ProtocolEvent, parse_last_event_id, protocol_events, replays_whole
 from sessions_app.selectors import check_session_key
 from turns_app import selectors
 from turns_app.events import replay_from
@@ -157,7 +157,11 @@ class JoinStreamConsumer(_ProtocolStream):
                 with contextlib.suppress(ApiError):  # it finished first
                     await db(turn_cancel, owner=api_key.owner, key=key, turn_id=run_id)
 
-        return Plan(protocol_events(replay_from(run_id, after), run_id, modes), after=after_stream)
+        if replays_whole(modes):
+            events = protocol_events(replay_from(run_id, 0), run_id, modes, sent=after)
+        else:
+            events = protocol_events(replay_from(run_id, after), run_id, modes)
+        return Plan(events, after=after_stream)
 
 
 class ThreadEventsConsumer(_ProtocolStream):

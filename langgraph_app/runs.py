@@ -163,12 +163,19 @@ async def _cancel_running(owner: str, key: str) -> None:
 
 
 async def start_run(
-    *, owner: str, key: str | None, body: RunBody, idempotency_key: str | None, streamed: bool = True
+    *,
+    owner: str,
+    key: str | None,
+    body: RunBody,
+    idempotency_key: str | None,
+    streamed: bool = True,
+    thread_stream: bool = False,
 ) -> StartedRun:
     """Start a run on thread `key` (None: a stateless run on a throwaway
     thread). A run nobody streams (`streamed` off: wait) logs no stream
     modes unless the body names some: a `values` snapshot per step would be
-    serialized and stored for no one."""
+    serialized and stored for no one. A `thread_stream` run (a thread
+    command's) logs LangGraph's v3 protocol events (turns_app.thread_stream_parts)."""
     stateless = key is None
     assistant = await db(run_config.resolve, owner=owner, raw=body.assistant_id)
     graph = assistant.graph
@@ -187,6 +194,10 @@ async def start_run(
         **breakpoints(body, shape),
         **run_config.merged(assistant, body, shape.context_schema),
     }
+    if body.stream_subgraphs:
+        protocol["stream_subgraphs"] = True
+    if thread_stream:
+        protocol["thread_stream"] = True
     if body.metadata:
         protocol["metadata"] = body.metadata
     if key is None:

@@ -162,9 +162,7 @@ class _RunCreate(_In):
     webhook: StrictStr | None = Field(None, max_length=2048, description="not supported")
     interrupt_before: Literal["*"] | list[StrictStr] | None = Field(None, description="pause before these nodes")
     interrupt_after: Literal["*"] | list[StrictStr] | None = Field(None, description="pause after these nodes")
-    stream_mode: StreamMode | list[StreamMode] = Field(
-        "values", description="values, updates, messages-tuple and custom stream; the others send nothing"
-    )
+    stream_mode: StreamMode | list[StreamMode] = Field("values", description="the modes whose parts the stream sends")
     feedback_keys: list[StrictStr] | None = Field(None, max_length=LIST_MAX, description="accepted and ignored")
     stream_subgraphs: StrictBool = False
     stream_resumable: StrictBool = Field(False, description="every run is resumable (Last-Event-ID)")

@@ -5,8 +5,8 @@ answered `{"type": "success", "id", "result"}` or `{"type": "error", "id",
 
 A command is a run of the same runs.start_run every protocol run goes
 through (claim → run → commit, `Idempotency-Key`, multitask strategy): only
-its stream mode differs (`events`, so the graph step logs the run's v3
-protocol events, turns_app.thread_stream_parts). `run.start` starts a run
+it is a `thread_stream` run, so the graph step logs the run's v3 protocol
+events (turns_app.thread_stream_parts). `run.start` starts a run
 on the thread (made if need be), `input.respond` resumes the interrupt it
 names, once: the resume is a turn like any other.
 """
@@ -35,7 +35,6 @@ logger = logging.getLogger(__name__)
 
 commands_router = Router(tags=["Thread Streams"])
 
-EVENTS_MODE = "events"  # turns_app.thread_stream_parts.EVENTS_MODE
 MAX_COMMAND_ID = 2**53 - 1
 
 
@@ -90,7 +89,11 @@ class Caller:
 async def _start(caller: Caller, thread_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     """A command's run: a protocol run like any other, under the caller's Idempotency-Key."""
     run = await runs.start_run(
-        owner=caller.owner, key=thread_id, body=_run_body(fields), idempotency_key=caller.idempotency_key
+        owner=caller.owner,
+        key=thread_id,
+        body=_run_body(fields),
+        idempotency_key=caller.idempotency_key,
+        thread_stream=True,
     )
     return {"run_id": str(run.run_id)}
 
@@ -99,7 +102,7 @@ async def _run_start(caller: Caller, thread_id: str, params: dict[str, Any]) -> 
     assistant = params.get("assistant_id")
     if not isinstance(assistant, str):
         raise CommandError("invalid_argument", "params.assistant_id is required", "validation_error")
-    fields: dict[str, Any] = {"assistant_id": assistant, "if_not_exists": "create", "stream_mode": [EVENTS_MODE]}
+    fields: dict[str, Any] = {"assistant_id": assistant, "if_not_exists": "create", "stream_mode": []}
     for name in ("input", "metadata", "config"):
         if params.get(name) is not None:
             fields[name] = params[name]
@@ -178,7 +181,7 @@ async def _input_respond(caller: Caller, thread_id: str, params: dict[str, Any])
     # LangGraph's map of answers by interrupt id, as its server sends it:
     # the same request whatever else waits, so a retry is the same request.
     resume = dict(entries)
-    fields = {"assistant_id": session.graph, "command": {"resume": resume}, "stream_mode": [EVENTS_MODE]}
+    fields = {"assistant_id": session.graph, "command": {"resume": resume}, "stream_mode": []}
     await _start(caller, thread_id, fields)
     return {}
 

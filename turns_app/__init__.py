@@ -45,6 +45,8 @@ Read in this order, one module per step:
     selectors.py      reads: turn lists, transcript, lookups
     thread_stream_parts.py  a thread-stream run: the graph driven by
                       astream_events(version="v3"), its protocol events logged
+    event_stream_parts.py  a run of the stream mode `events`: the graph
+                      driven by astream_events(version="v2"), its events logged
     stream_parts.py   LangGraph-native stream parts (values, updates,
                       messages, custom) logged as events, for protocol runs;
                       values stored with their starting conversation by reference

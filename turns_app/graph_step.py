@@ -127,9 +127,13 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
                     interrupt_before=protocol.get("interrupt_before"),
                     interrupt_after=protocol.get("interrupt_after"),
                     **run_context,
+                    # A protocol run's stream_subgraphs: their parts too, namespaced.
+                    subgraphs=bool(protocol.get("stream_subgraphs")),
                 ):
                     if native.wanted:
                         await native.log(part)
+                    if part.get("ns"):
+                        continue  # a subgraph's: the turn is the root graph's
                     if part["type"] == "messages" and deltas:
                         chunk, _meta = part["data"]
                         text = chunk.text if isinstance(chunk, (AIMessageChunk, AIMessage)) else ""

@@ -2,14 +2,21 @@
 Agent Protocol (langgraph_app).
 
 A protocol client asks for stream modes (`values`, `updates`,
-`messages-tuple`, `custom`, `tasks`, `checkpoints`, `debug`) whose chunks
-are LangGraph-native: full state snapshots, node updates, message chunks
-with their metadata, task starts and results, checkpoints. The claim
+`messages-tuple`, `messages`, `custom`, `tasks`, `checkpoints`, `debug`)
+whose chunks are LangGraph-native: full state snapshots, node updates,
+message chunks with their metadata, task starts and results, checkpoints;
+with `stream_subgraphs`, the subgraphs' parts too (`SUBGRAPH_MARK`). The claim
 carries the modes a run wants (`Claim.stream_modes`, from its request); the
 graph step hands each part to `NativeParts`, which logs it as an event of the
 same name in the turn's one id sequence — so a protocol stream can be resumed
 from any process with Last-Event-ID like every other event. /api/ turns ask
 for none: no `values` snapshot per step is serialized or stored for them.
+
+The token stream (`messages`) is logged as LangGraph's server sends it,
+`messages/metadata` once per message, then `messages/partial` per chunk or
+`messages/complete` — except that a partial is logged as its chunk only:
+the server sends the message so far, which langgraph_app.stream adds up
+when it sends it, so the log grows with the reply, not with its square.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langchain_core.messages import BaseMessageChunk
 from langgraph.types import StreamMode, StreamPart
 
 from core.asyncdb import db
@@ -26,7 +34,7 @@ from graphs.runtime.registry import MESSAGES
 from turns_app import history
 from turns_app.native_json import dumps
 from turns_app.thread_stream_parts import PROTOCOL_EVENT
-from turns_app.types import EVENT_OF_MODE, NATIVE_EVENTS
+from turns_app.types import EVENTS_OF_MODE, NATIVE_EVENTS, SUBGRAPH_MARK
 
 # The events native parts are logged as (the execution treats them like
 # deltas), and a thread-stream run's protocol events (thread_stream_parts).
@@ -57,7 +65,8 @@ class NativeParts:
     """Logs the parts of `graph.astream(..., version="v2")` a protocol run asked for."""
 
     def __init__(self, modes: frozenset[str], emit: Emit, thread_id: str | None = None) -> None:
-        self.events = frozenset(EVENT_OF_MODE[m] for m in modes)
+        self.modes = modes
+        self.events: frozenset[str] = frozenset().union(*(EVENTS_OF_MODE[m] for m in modes))
         self.emit = emit
         # The protocol's thread (its key): checkpoints name it, not the
         # run's private checkpoint thread.
@@ -68,6 +77,8 @@ class NativeParts:
         # The public ids of the run's checkpoints (step_records.StreamIds),
         # set once the run knows what it starts from.
         self.ids: Any = None
+        # Messages whose `messages/metadata` went out (one id per message).
+        self._described: set[Any] = set()
 
     @property
     def wanted(self) -> bool:
@@ -75,7 +86,7 @@ class NativeParts:
 
     @property
     def wants_messages(self) -> bool:
-        return "messages" in self.events
+        return "messages" in self.modes or "messages-tuple" in self.modes
 
     @property
     def extra_stream_modes(self) -> list[StreamMode]:
@@ -83,17 +94,16 @@ class NativeParts:
         return [m for m in _ON_REQUEST if m in self.events]
 
     async def log(self, part: StreamPart) -> None:
-        kind = part["type"]
         data: Any = part["data"]
-        # The graph step runs the root graph only (no subgraphs=True): every
-        # part is the root's, so no `mode|namespace` event names.
-        event = "messages" if kind == "messages" else kind
+        # A subgraph's part (the run asked for subgraphs): its namespace.
+        ns = list(part.get("ns") or ())
+        event = part["type"]
+        if part["type"] == "messages":
+            await self._message(data, ns)
+            return
         if event not in self.events:
             return
-        if part["type"] == "messages":
-            chunk, metadata = data
-            data = [chunk, {k: v for k, v in (metadata or {}).items() if not str(k).startswith("__")}]
-        elif part["type"] == "updates" and isinstance(data, dict) and "__interrupt__" in data:
+        if part["type"] == "updates" and isinstance(data, dict) and "__interrupt__" in data:
             data = {**data, "__interrupt__": list(data["__interrupt__"])}
         elif part["type"] == "values" and part.get("interrupts") and isinstance(data, dict):
             # v2 parts carry interrupts beside the state; LangGraph's server
@@ -104,10 +114,33 @@ class NativeParts:
         elif part["type"] == "debug" and isinstance(data, dict) and data.get("type") == "checkpoint":
             payload = data.get("payload")
             data = {**data, "payload": await self._checkpoint(payload) if isinstance(payload, dict) else payload}
-        if part["type"] == "values" and isinstance(data, dict):
+        if ns:
+            await self.emit(event + SUBGRAPH_MARK, dumps([ns, data]))
+        elif part["type"] == "values" and isinstance(data, dict):
             await self.emit(event, await self._values(data))
+        else:
+            await self.emit(event, dumps(data))
+
+    async def _message(self, data: Any, ns: list[str]) -> None:
+        """One message chunk (or whole message) of LangGraph's `messages`
+        mode, as `messages-tuple` and as the token stream (`messages`)."""
+        message, metadata = data
+        metadata = {k: v for k, v in (metadata or {}).items() if not str(k).startswith("__")}
+        if "messages" in self.events:
+            if ns:
+                await self.emit("messages" + SUBGRAPH_MARK, dumps([ns, [message, metadata]]))
+            else:
+                await self.emit("messages", dumps([message, metadata]))
+        if "messages/partial" not in self.events:
             return
-        await self.emit(event, dumps(data))
+        key = getattr(message, "id", None)
+        if key not in self._described:
+            self._described.add(key)
+            await self.emit("messages/metadata", dumps({key: {"metadata": metadata}}))
+        if isinstance(message, BaseMessageChunk):
+            await self.emit("messages/partial", dumps(message))
+        else:
+            await self.emit("messages/complete", dumps([message]))
 
     async def _checkpoint(self, payload: dict[str, Any]) -> dict[str, Any]:
         """A checkpoint payload with its configs on the protocol's thread,

@@ -2,9 +2,9 @@
 (`graph.astream_events(..., version="v3")`), logged as turn events, for
 LangGraph's thread-stream protocol (langgraph_app.thread_events).
 
-A run asks for them with the stream mode `events` in its protocol options
-(`request["protocol"]["stream_mode"]`; what `POST /threads/{id}/commands`
-`run.start` sends). The graph step then calls `astream` here instead of
+A run asks for them with `thread_stream` in its protocol options
+(`request["protocol"]`; what `POST /threads/{id}/commands` `run.start`
+sets). The graph step then calls `astream` here instead of
 `graph.astream`: the run is driven by LangGraph's own v3 stream (its
 StreamMux and transformers: values, updates, messages as content-block
 events, custom, subgraph lifecycle), each protocol event is logged as one
@@ -22,13 +22,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from turns_app import event_stream_parts
 from turns_app.native_json import dumps
 from turns_app.types import Claim
 
 PROTOCOL_EVENT = "protocol"
-# The stream mode that asks for them: LangGraph's `events` mode is
-# astream_events' output, and these are astream_events(version="v3")'s.
-EVENTS_MODE = "events"
 
 Emit = Callable[[str, Any], Awaitable[None]]
 # Protocol events pulled from the run ahead of the graph step's logging them.
@@ -36,14 +34,17 @@ PULL_AHEAD = 64
 
 
 def wants_protocol_events(claim: Claim) -> bool:
-    modes = (claim.request.get("protocol") or {}).get("stream_mode") or ()
-    return EVENTS_MODE in modes
+    return bool((claim.request.get("protocol") or {}).get("thread_stream"))
 
 
 def astream(claim: Claim, emit: Emit, graph: Any, run_input: Any, config: Any, **kwargs: Any) -> AsyncIterator[Any]:
     """`graph.astream(run_input, config, **kwargs)`, or for a run that asked
-    for protocol events, the same parts found in its v3 stream."""
+    for protocol events, the same parts found in its v3 stream, or for one
+    that asked for the stream mode `events`, in its astream_events
+    (turns_app.event_stream_parts)."""
     if not wants_protocol_events(claim):
+        if event_stream_parts.EVENTS_MODE in claim.stream_modes:
+            return event_stream_parts.parts(emit, graph, run_input, config, **kwargs)
         return graph.astream(run_input, config, **kwargs)
     # v3 owns the stream modes and subgraphs; the rest (durability,
     # interrupt_before/after) goes to the run as it would to astream.

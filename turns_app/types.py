@@ -14,17 +14,24 @@ from uuid import UUID
 REQUEST_OPTIONS = ("client_mode", "need_form_update")
 
 # The Agent Protocol's stream modes the graph step can log for a run, and
-# the event each is logged (and sent) as (docs/agent-protocol.md, "Streams and errors").
-EVENT_OF_MODE = {
-    "values": "values",
-    "updates": "updates",
-    "messages-tuple": "messages",
-    "custom": "custom",
-    "tasks": "tasks",
-    "checkpoints": "checkpoints",
-    "debug": "debug",
+# the events each is logged (and sent) as (docs/agent-protocol.md, "Streams and errors").
+EVENTS_OF_MODE: dict[str, frozenset[str]] = {
+    "values": frozenset({"values"}),
+    "updates": frozenset({"updates"}),
+    "messages-tuple": frozenset({"messages"}),
+    # The token stream: each message's metadata once, then the message so far.
+    "messages": frozenset({"messages/metadata", "messages/partial", "messages/complete"}),
+    "custom": frozenset({"custom"}),
+    "tasks": frozenset({"tasks"}),
+    "checkpoints": frozenset({"checkpoints"}),
+    "debug": frozenset({"debug"}),
+    "events": frozenset({"events"}),
 }
-NATIVE_EVENTS = frozenset(EVENT_OF_MODE.values())
+# A subgraph's part (`stream_subgraphs`) is logged as its event's name and
+# this mark, its data `[namespace, data]`: sent as `<event>|<ns>|<ns>…`.
+SUBGRAPH_MARK = "|"
+_ROOT_EVENTS = frozenset().union(*EVENTS_OF_MODE.values())
+NATIVE_EVENTS = _ROOT_EVENTS | {e + SUBGRAPH_MARK for e in _ROOT_EVENTS}
 NO_STREAM_MODES: frozenset[str] = frozenset()
 
 
@@ -35,7 +42,7 @@ def stream_modes_of(request: dict[str, Any]) -> frozenset[str]:
     if protocol is None:
         return NO_STREAM_MODES
     modes = protocol.get("stream_mode") if isinstance(protocol, dict) else None
-    return frozenset(m for m in modes or () if m in EVENT_OF_MODE)
+    return frozenset(m for m in modes or () if m in EVENTS_OF_MODE)
 
 
 def needs_pause(request: dict[str, Any]) -> bool:
@@ -94,7 +101,7 @@ class Claim:
     # ({"turn_id", "thread_id", "checkpoint_id", "interrupts", "next"}) — for
     # a resume, and for any protocol run on a paused session.
     interrupt: dict[str, Any] | None = None
-    # The protocol stream modes the graph step logs as events (EVENT_OF_MODE);
+    # The protocol stream modes the graph step logs as events (EVENTS_OF_MODE);
     # none for /api/ turns, whose steps then serialize no snapshots.
     stream_modes: frozenset[str] = NO_STREAM_MODES
     # The turn starts from an earlier committed state (`parent_id`, not the
