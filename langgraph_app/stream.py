@@ -59,13 +59,37 @@ def replays_whole(modes: Iterable[str]) -> bool:
     return PARTIAL in events_of(modes)
 
 
-class _Partials:
-    """The messages so far of a run's token stream, by id."""
+def already_sent(event: TurnEvent, sent: int) -> bool:
+    """Whether a client holding id `sent` has had `event` (a final event it
+    has not seen it always gets, as turns_app.events follows a log)."""
+    return event.id <= sent and not (event.event in TERMINAL_EVENTS and event.id != sent)
 
-    def __init__(self) -> None:
+
+class Wire:
+    """How the logged events of a run's stream modes are sent: by name, a
+    subgraph's under its namespaced name, a partial as the message so far."""
+
+    def __init__(self, modes: Iterable[str]) -> None:
+        self.wanted = events_of(modes)
         self.messages: dict[Any, BaseMessageChunk] = {}
 
-    def add(self, data: str) -> str:
+    def read(self, event: TurnEvent) -> None:
+        """An event the client had: only what later partials add up."""
+        if event.event == PARTIAL and PARTIAL in self.wanted:
+            self._partial(event.data)
+
+    def sent(self, event: TurnEvent) -> tuple[str, str] | None:
+        """The name and data an event of the stream modes goes out as; None
+        for any other event."""
+        if event.event == PARTIAL and PARTIAL in self.wanted:
+            return PARTIAL, self._partial(event.data)
+        if event.event in self.wanted:
+            return event.event, event.data
+        if event.event.endswith(SUBGRAPH_MARK) and event.event[: -len(SUBGRAPH_MARK)] in self.wanted:
+            return _subgraph_event(event.event, event.data)
+        return None
+
+    def _partial(self, data: str) -> str:
         logged = json.loads(data)
         if not isinstance(logged, dict) or not isinstance(logged.get("type"), str):
             return data
@@ -101,22 +125,17 @@ async def protocol_events(
     """`events` as the protocol sends them; those up to id `sent` (the
     client's Last-Event-ID, when `events` replays the whole log) are read,
     not sent again, but for a final event the client has not seen."""
-    wanted = events_of(modes)
-    partials = _Partials()
+    wire = Wire(modes)
     try:
         async for event in events:
-            if event.id <= sent and not (event.event in TERMINAL_EVENTS and event.id != sent):
-                if event.event == PARTIAL and PARTIAL in wanted:
-                    partials.add(event.data)
+            if already_sent(event, sent):
+                wire.read(event)
                 continue
-            if event.event == "turn":
+            out = wire.sent(event)
+            if out is not None:
+                yield ProtocolEvent(event.id, *out)
+            elif event.event == "turn":
                 yield ProtocolEvent(event.id, "metadata", dumps({"run_id": str(run_id), "attempt": 1}))
-            elif event.event == PARTIAL and PARTIAL in wanted:
-                yield ProtocolEvent(event.id, PARTIAL, partials.add(event.data))
-            elif event.event in wanted:
-                yield ProtocolEvent(event.id, event.event, event.data)
-            elif event.event.endswith(SUBGRAPH_MARK) and event.event[: -len(SUBGRAPH_MARK)] in wanted:
-                yield ProtocolEvent(event.id, *_subgraph_event(event.event, event.data))
             elif event.event == "done":
                 yield ProtocolEvent(event.id, "end", "null")
             elif event.event == "error":

@@ -25,7 +25,7 @@ from core.asyncdb import db
 from core.errors import ValidationFailed
 from core.http.errors import run_error
 from langgraph_app import threads
-from langgraph_app.stream import ProtocolEvent, close, events_of
+from langgraph_app.stream import ProtocolEvent, Wire, already_sent, close, replays_whole
 from langgraph_app.thread_events import SEQ_MAX, seq_of, thread_turns
 from turns_app import selectors
 from turns_app.events import replay_from
@@ -82,11 +82,17 @@ async def _turn(
     is_update = "state" in request
     runs = "run_modes" in modes
     lifecycle = runs or "lifecycle" in modes
-    wanted = events_of((request.get("protocol") or {}).get("stream_mode") or ["values"])
+    run_modes = (request.get("protocol") or {}).get("stream_mode") or ["values"]
+    wire = Wire(run_modes)
     run_done = dumps({"status": "run_done", "run_id": str(turn_id)})
-    events = replay_from(turn_id, after)
+    # A partial past `after` is the message so far: the chunks before it are read too.
+    whole = runs and after > 0 and replays_whole(run_modes)
+    events = replay_from(turn_id, 0 if whole else after)
     try:
         async for event in events:
+            if whole and already_sent(event, after):
+                wire.read(event)
+                continue
             if is_update:
                 if event.event == "done" and "state_update" in modes:
                     state = await db(threads.state_after_turn, owner=owner, key=key, turn_id=turn_id)
@@ -96,8 +102,8 @@ async def _turn(
             if event.event == "turn" and lifecycle:
                 data = dumps({"run_id": str(turn_id), "attempt": 1})
                 yield ProtocolEvent(seq_of(number, event.id), "metadata", data)
-            elif event.event in wanted and runs:
-                yield ProtocolEvent(seq_of(number, event.id), event.event, event.data)
+            elif runs and (out := wire.sent(event)) is not None:
+                yield ProtocolEvent(seq_of(number, event.id), *out)
             elif event.event == "error":
                 if runs:
                     told: Any = json.loads(event.data)

@@ -155,3 +155,30 @@ async def test_events_mode_sends_astream_events(served):
     values = [p.data for p in parts if p.event == "values"]
     assert values and values[-1]["messages"][-1] == reply
     assert not [e for e in events if e["event"] == "on_chain_stream" and e["name"] == "LangGraph"]
+
+
+async def until_run_done(stream: Any) -> list[Any]:
+    """A thread's joined stream (it stays open) up to its run's run_done."""
+    got: list[Any] = []
+    async for part in stream:
+        got.append(part)
+        if part.event == "metadata" and part.data.get("status") == "run_done":
+            await stream.aclose()
+            return got
+    raise AssertionError(f"the stream ended early: {got}")
+
+
+async def test_the_thread_join_stream_sends_the_token_stream(served):
+    url, key = served
+    client = get_client(url=url, api_key=key)
+    thread = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(thread, "intake", input=human(HELLO), stream_mode="messages")
+    await client.runs.join(thread, run["run_id"])
+    parts = await until_run_done(await client.threads.join_stream(thread, last_event_id="-"))
+    partials = [i for i, p in enumerate(parts) if p.event == "messages/partial"]
+    texts = [parts[i].data[0]["content"] for i in partials]
+    assert len(texts) > 3 and all(later.startswith(earlier) for earlier, later in itertools.pairwise(texts[-3:]))
+    # Resumed in the middle of the reply: each partial still the message so far.
+    middle = partials[-3]
+    rest = await until_run_done(await client.threads.join_stream(thread, last_event_id=parts[middle].id))
+    assert [(p.id, p.event, p.data) for p in rest] == [(p.id, p.event, p.data) for p in parts[middle + 1 :]]
