@@ -18,3 +18,24 @@ def _both(name: str, reason: str) -> dict[str, str]:
 EXPECTED_FAILURES: dict[str, str] = {
     **_both("test_crons.py::test_crons_create_search_delete", CRONS),
 }
+
+
+# Tests that race inside the SDK, rerun (up to RACE_RERUNS times) rather than
+# failed at once. The thread stream's lifecycle watcher (opened by
+# `run.start`) and a projection's own stream (`thread.messages`,
+# `thread.extensions`, opened after it) are two connections; when the run
+# has already paused by the time they open, as it often has on a server that
+# starts a run the moment it is accepted, the watcher's replay of
+# `input.requested` can arrive first, and the SDK then ends every projection
+# (`signal_paused`) before the projection's own replay of the same run's
+# messages was read: the test sees an empty list. langgraph-api starts a run
+# from its queue's next poll, after both streams are open, so it rarely shows
+# there. Both streams replay the whole run (a fresh subscription reads the
+# run's log from the start), which a rerun shows: it passes.
+RACE_RERUNS = 3
+SDK_RACES: dict[str, str] = {
+    "test_messages.py::test_messages_sync": "the projection ends on the watcher's pause before its own replay",
+    "test_messages.py::test_messages_async": "the projection ends on the watcher's pause before its own replay",
+    "test_extensions.py::test_extensions_sync": "the projection ends on the watcher's pause before its own replay",
+    "test_extensions.py::test_extensions_async": "the projection ends on the watcher's pause before its own replay",
+}
