@@ -91,7 +91,9 @@ def test_the_default_data_folder_is_created(tmp_path):
     # manage.py's, so those two are copied.
     shutil.copytree(root / "agentsite", clone / "agentsite", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(root / "manage.py", clone / "manage.py")
-    for name in ("core", "graphs", "sessions_app", "turns_app", "langgraph_app", "templates"):
+    # Every other top-level package (an app added later included), and the templates.
+    packages = [p.name for p in root.iterdir() if (p / "__init__.py").is_file() and p.name != "agentsite"]
+    for name in [*packages, "templates"]:
         (clone / name).symlink_to(root / name)
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "AGENT_DATA_DIR"}}
     result = subprocess.run(
