@@ -68,3 +68,6 @@ async def test_a_commits_store_write_reads_back_as_the_stores_own():
     # A commit that rolls back writes nothing.
     await orm(committed, payload=payload(ns, "never", {"text": "no"}), roll_back=True)
     assert await store.aget(ns, "never") is None
+    # The store's own write is on its own connection, outside the test's
+    # transaction: removed here, or later tests listing namespaces see it.
+    await store.adelete(ns, "theirs")
