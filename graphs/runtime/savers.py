@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from django.conf import settings
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from core.database import CheckpointerUnavailable, database_settings, is_postgres, postgres_conninfo
+from graphs.runtime.per_loop import PerLoop
 
 logger = logging.getLogger(__name__)
 
@@ -35,23 +35,15 @@ class _LoopSavers:
     pool: Any = None  # PostgreSQL's connection pool, for its usage metrics
 
 
-_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopSavers] = weakref.WeakKeyDictionary()
-_opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+_loops: PerLoop[_LoopSavers] = PerLoop()
+_by_loop = _loops.by_loop
 
 
 async def get_saver(shard_key: str = "") -> BaseCheckpointSaver:
     """The saver for this event loop. `AsyncPostgresSaver` serialises every
     call behind one lock, so PostgreSQL gets `AGENT_DB_POOL_SIZE` savers over
     a shared pool; a session always maps to the same one."""
-    loop = asyncio.get_running_loop()
-    entry = _by_loop.get(loop)
-    if entry is None:
-        lock = _opening.setdefault(loop, asyncio.Lock())
-        async with lock:
-            entry = _by_loop.get(loop)
-            if entry is None:
-                entry = await _open(database_settings())
-                _by_loop[loop] = entry
+    entry = await _loops.get(lambda: _open(database_settings()))
     if len(entry.savers) == 1:
         return entry.savers[0]
     return entry.savers[zlib.crc32(shard_key.encode()) % len(entry.savers)]

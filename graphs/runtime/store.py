@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,7 @@ from django.conf import settings
 from langgraph.store.base import BaseStore, Item, TTLConfig
 
 from core.database import CheckpointerUnavailable, database_settings, is_postgres
+from graphs.runtime.per_loop import PerLoop
 from graphs.runtime.savers import SQLITE_TIMEOUT_SECONDS, shared_pool
 
 logger = logging.getLogger(__name__)
@@ -71,22 +71,14 @@ class _LoopStore:
     closers: list[Any] = field(default_factory=list)
 
 
-_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopStore] = weakref.WeakKeyDictionary()
-_opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+_loops: PerLoop[_LoopStore] = PerLoop()
+_by_loop = _loops.by_loop
 
 
 async def get_store() -> BaseStore:
     """The durable store of this event loop (names as the store holds them:
     callers map namespaces with `internal` / `external`)."""
-    loop = asyncio.get_running_loop()
-    entry = _by_loop.get(loop)
-    if entry is None:
-        lock = _opening.setdefault(loop, asyncio.Lock())
-        async with lock:
-            entry = _by_loop.get(loop)
-            if entry is None:
-                entry = await _open(database_settings())
-                _by_loop[loop] = entry
+    entry = await _loops.get(lambda: _open(database_settings()))
     return entry.store
 
 
