@@ -29,6 +29,7 @@ and sessions_app's public services and selectors (docs/agent-protocol.md).
     system_api.py      JSON endpoints: /info, /ok
     assistants_api.py  JSON endpoints: assistants (create, patch, versions, delete; search)
     threads_api.py     JSON endpoints: threads, their state and history
+    thread_lifecycle_api.py  JSON endpoints: prune threads; a thread's storage
     runs_api.py        JSON endpoints: runs (start in the background, wait, join, cancel)
     openapi.py         the SSE endpoints in the OpenAPI document
     cors.py            CORS for browser clients on another origin

@@ -6,6 +6,7 @@ front door (core.http.errors) in its PROTOCOL dialect: `{"detail", "code"}`.
     system_api.py      /info, /ok
     assistants_api.py  /assistants…
     threads_api.py     /threads…
+    thread_lifecycle_api.py  /threads/prune, /threads/{id}/storage
     runs_api.py        /threads/{id}/runs…, /runs…
     thread_commands.py /threads/{id}/commands (the thread-stream protocol)
     store_api.py       /store/… (LangGraph's store, per owner)
@@ -23,7 +24,16 @@ from ninja.parser import Parser
 from core.errors import ValidationFailed
 from core.http import errors
 from core.http.bodies import parse_json
-from langgraph_app import assistants_api, openapi, runs_api, store_api, system_api, thread_commands, threads_api
+from langgraph_app import (
+    assistants_api,
+    openapi,
+    runs_api,
+    store_api,
+    system_api,
+    thread_commands,
+    thread_lifecycle_api,
+    threads_api,
+)
 from langgraph_app.auth import ProtocolAuth
 
 
@@ -64,6 +74,8 @@ errors.install(api, errors.PROTOCOL)
 
 api.add_router("", system_api.meta)
 api.add_router("", assistants_api.assistants)
+# Before /threads/{thread_id}, which would take "prune" for a thread id.
+api.add_router("", thread_lifecycle_api.lifecycle_router)
 api.add_router("", threads_api.threads_router)
 api.add_router("", runs_api.runs_router)
 api.add_router("", runs_api.stateless_router)

@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     model_validator,
@@ -188,17 +189,31 @@ class RunCreateStateful(_RunCreate):
     if_not_exists: Literal["create", "reject"] = "reject"
 
 
+# Ten years, in minutes: a longer TTL is a typo for "none".
+THREAD_TTL_MAX = 10 * 365 * 24 * 60
+
+
+class ThreadTTL(_In):
+    strategy: Literal["delete", "keep_latest"] = Field("delete", description="delete (keep_latest is not supported)")
+    ttl: Annotated[StrictFloat | StrictInt, Field(gt=0, le=THREAD_TTL_MAX)] = Field(description="minutes from now")
+
+
 class ThreadCreate(_In):
     thread_id: StrictStr | None = Field(None, max_length=ID_MAX)
     metadata: Metadata | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
-    ttl: Any = Field(None, description="not supported")
+    ttl: ThreadTTL | None = None
     supersteps: list[Any] | None = Field(None, description="not supported")
 
 
 class ThreadPatch(_In):
     metadata: Metadata | None = None
-    ttl: Any = Field(None, description="not supported")
+    ttl: ThreadTTL | None = None
+
+
+class ThreadPruneRequest(_In):
+    thread_ids: list[Annotated[StrictStr, Field(max_length=ID_MAX)]] = Field(max_length=PAGE_MAX)
+    strategy: Literal["delete", "keep_latest"] = "delete"
 
 
 class ThreadSearchRequest(_In):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -36,7 +36,7 @@ from core.errors import SessionNotFound
 from graphs.runtime.registry import FIELDS, FORM, MESSAGES, STAGE, GraphShape, build_graph, shape_of
 from langgraph_app import steps as step_json
 from langgraph_app.errors import run_not_found, thread_not_found
-from langgraph_app.ids import CheckpointRef, assistant_id
+from langgraph_app.ids import CheckpointRef, assistant_id, parse_checkpoint_id
 from sessions_app import selectors as sessions
 from sessions_app.selectors import AgentSession
 from turns_app import graph_input
@@ -138,6 +138,12 @@ def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
         found.append(
             State(CheckpointRef(epoch, session.version, head.step), "now", head_turn, head, session.updated_at)
         )
+    floor = parse_checkpoint_id(session.pruned_before)
+    if floor is not None:
+        # A prune kept the latest state only: what came before is gone, the
+        # kept state's parent with it (docs/agent-protocol.md, "Thread lifecycle").
+        kept = [s for s in found if s.ref >= floor]
+        found = [s if s.parent is None or s.parent >= floor else replace(s, parent=None) for s in kept]
     return sorted(found, key=lambda s: s.ref, reverse=True)
 
 
@@ -352,10 +358,6 @@ def thread_json(session: AgentSession, *, with_values: bool = True) -> dict[str,
         "values": values,
         "interrupts": interrupts,
     }
-
-
-def thread_get(*, owner: str, key: str) -> dict[str, Any]:
-    return thread_json(thread_of(owner=owner, key=key))
 
 
 def thread_state(*, owner: str, key: str, ref: CheckpointRef | None = None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from langgraph_app.schemas import (
     ThreadStateCheckpointRequest,
     ThreadStateSearch,
     ThreadStateUpdate,
+    ThreadTTL,
 )
 from sessions_app import selectors as sessions
 from sessions_app import services as session_services
@@ -36,9 +37,17 @@ from turns_app import services as turn_services
 threads_router = Router(tags=["Threads"])
 
 
+def ttl_minutes(ttl: ThreadTTL | None) -> float | None:
+    """A thread's TTL as sessions_app keeps it: minutes, strategy delete."""
+    if ttl is None:
+        return None
+    if ttl.strategy != "delete":
+        raise not_supported(f"the ttl strategy {ttl.strategy}")
+    return float(ttl.ttl)
+
+
 def _create_thread(owner: str, payload: ThreadCreate) -> dict[str, Any]:
-    if payload.ttl is not None:
-        raise not_supported("ttl")
+    minutes = ttl_minutes(payload.ttl)
     if payload.supersteps:
         raise not_supported("supersteps")
     # An empty id is a bad key (422), not a request for a random one.
@@ -49,7 +58,9 @@ def _create_thread(owner: str, payload: ThreadCreate) -> dict[str, Any]:
     named = metadata.get("graph_id")
     graph = named if isinstance(named, str) and named in settings.AGENT_GRAPHS else None
     try:
-        session = session_services.session_create(owner=owner, key=key, metadata=metadata, graph=graph)
+        session = session_services.session_create(
+            owner=owner, key=key, metadata=metadata, graph=graph, ttl_minutes=minutes
+        )
     except SessionExists:
         if payload.if_exists != "do_nothing":
             raise SessionExists(f"Thread {key} already exists") from None
@@ -123,20 +134,32 @@ async def count_threads(request: AuthedRequest, payload: ThreadCountRequest):
     return total
 
 
+def _get(owner: str, key: str, with_ttl: bool) -> dict[str, Any]:
+    """A thread; `with_ttl` (`?include=ttl`) adds its TTL, if it has one."""
+    session = threads.thread_of(owner=owner, key=key)
+    thread = threads.thread_json(session)
+    if with_ttl and session.expires_at is not None:
+        minutes, expires_at = session.ttl_minutes, threads.iso(session.expires_at)
+        thread["ttl"] = {"strategy": "delete", "ttl_minutes": minutes, "expires_at": expires_at}
+    return thread
+
+
 @threads_router.get("/threads/{thread_id}", summary="A thread: metadata, status, current values")
 async def get_thread(request: AuthedRequest, thread_id: str):
     scope = await authorize(request.auth, "threads", "read", {"thread_id": thread_id})
-    thread = await db(threads.thread_get, owner=request.auth.owner, key=thread_id)
+    included = {part.strip() for part in (request.GET.get("include") or "").split(",")[:16]}
+    thread = await db(_get, owner=request.auth.owner, key=thread_id, with_ttl="ttl" in included)
     if scope and any(thread["metadata"].get(k) != v for k, v in scope.items()):
         raise thread_not_found(thread_id)
     return thread
 
 
 def _patch(owner: str, key: str, payload: ThreadPatch) -> dict[str, Any]:
-    if payload.ttl is not None:
-        raise not_supported("ttl")
+    minutes = ttl_minutes(payload.ttl)
     try:
-        session = session_services.session_merge_metadata(owner=owner, key=key, metadata=payload.metadata or {})
+        session = session_services.session_merge_metadata(
+            owner=owner, key=key, metadata=payload.metadata or {}, ttl_minutes=minutes
+        )
     except SessionNotFound:
         raise thread_not_found(key) from None
     return threads.thread_json(session)

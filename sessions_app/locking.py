@@ -83,6 +83,9 @@ class LockedSession:
         session.interrupt = None
         session.active_turn_id = None
         session.lease_expires_at = None
+        session.ttl_minutes = None
+        session.expires_at = None
+        session.pruned_before = None
         session.save()
 
 

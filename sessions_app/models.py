@@ -88,6 +88,16 @@ class AgentSession(models.Model):
     active_turn_id = models.UUIDField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # The Agent Protocol's thread TTL (strategy delete): minutes, counted
+    # from the create or patch that set it; maintenance deletes the session
+    # once `expires_at` passed (docs/agent-protocol.md, "Thread lifecycle").
+    ttl_minutes = models.FloatField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # A prune that kept the latest state (keep_latest): the checkpoint id of
+    # that state; older states of the epoch are no longer in its history.
+    # Nullable, so SQLite adds the column in place: rebuilding the table
+    # would drop the owner-count triggers of migration 0005.
+    pruned_before = models.CharField(max_length=36, null=True, blank=True)  # noqa: DJ001
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -102,6 +112,11 @@ class AgentSession(models.Model):
             # The periodic maintenance: idle sessions to expire, old tombstones.
             models.Index(fields=["updated_at"], condition=Q(deleted_at__isnull=True), name="agent_session_live_idle"),
             models.Index(fields=["deleted_at"], condition=Q(deleted_at__isnull=False), name="agent_session_tombstones"),
+            models.Index(
+                fields=["expires_at"],
+                condition=Q(deleted_at__isnull=True, expires_at__isnull=False),
+                name="agent_session_ttl",
+            ),
         ]
 
     # Not a column: True on the instance a transaction inserted (it has no

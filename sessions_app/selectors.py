@@ -133,6 +133,16 @@ def sessions_idle_since(cutoff, *, limit: int) -> list:
     )
 
 
+def sessions_expired_by(moment, *, limit: int) -> list:
+    """Ids of live sessions whose thread TTL ran out by `moment`, the
+    longest expired first."""
+    return list(
+        AgentSession.objects.filter(deleted_at__isnull=True, expires_at__lte=moment)
+        .order_by("expires_at")
+        .values_list("id", flat=True)[:limit]
+    )
+
+
 def tombstones_older_than(cutoff, *, limit: int) -> list:
     """Ids of sessions deleted before `cutoff`, oldest first."""
     return list(

@@ -36,6 +36,7 @@ from sessions_app.models import AgentSession
 from sessions_app.selectors import (
     check_session_key,
     session_get_including_deleted,
+    sessions_expired_by,
     sessions_idle_since,
     tombstones_older_than,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "session_merge_metadata",
     "session_set_fields",
     "sessions_expire_idle",
+    "sessions_expire_ttl",
     "stage_for",
     "tombstones_remove",
 ]
@@ -98,12 +100,31 @@ def revive_if_deleted(locked: LockedSession) -> None:
 
 
 def session_create(
-    *, owner: str, key: str | None = None, form: Any = None, metadata: Any = None, graph: Any = None
+    *,
+    owner: str,
+    key: str | None = None,
+    form: Any = None,
+    metadata: Any = None,
+    graph: Any = None,
+    ttl_minutes: float | None = None,
 ) -> AgentSession:
     """A new session (or a new epoch of a deleted one) running `graph`
-    (default AGENT_GRAPH) for its whole epoch."""
+    (default AGENT_GRAPH) for its whole epoch; with `ttl_minutes`, deleted
+    by maintenance that many minutes from now (`sessions_expire_ttl`)."""
     with transaction.atomic(durable=True):
-        return session_insert(owner=owner, key=key, form=form, metadata=metadata, graph=graph)
+        session = session_insert(owner=owner, key=key, form=form, metadata=metadata, graph=graph)
+        if ttl_minutes is not None:
+            _set_ttl(session, ttl_minutes)
+            session.save(update_fields=TTL_FIELDS)
+        return session
+
+
+TTL_FIELDS = ["ttl_minutes", "expires_at", "updated_at"]
+
+
+def _set_ttl(session: AgentSession, minutes: float) -> None:
+    session.ttl_minutes = minutes
+    session.expires_at = timezone.now() + timedelta(minutes=minutes)
 
 
 def session_insert(
@@ -137,18 +158,25 @@ def session_insert(
         raise SessionExists() from None
 
 
-def session_merge_metadata(*, owner: str, key: str, metadata: Any) -> AgentSession:
+def session_merge_metadata(*, owner: str, key: str, metadata: Any, ttl_minutes: float | None = None) -> AgentSession:
     """Merge `metadata` into the session's (a key set to null stays, as
     null): the Agent Protocol's thread update, and its run creation stamping
     the thread with the graph it runs. The merged result is bounded as a
-    new session's metadata is."""
+    new session's metadata is. `ttl_minutes` sets the TTL again, counted
+    from now."""
     changes = check_metadata(metadata)
     with transaction.atomic(durable=True):
         session = session_lock(owner=owner, key=key).session
         merged = check_metadata({**session.metadata, **changes})
+        update = []
         if merged != session.metadata:
             session.metadata = merged
-            session.save(update_fields=["metadata", "updated_at"])
+            update = ["metadata", "updated_at"]
+        if ttl_minutes is not None:
+            _set_ttl(session, ttl_minutes)
+            update = [*update, *TTL_FIELDS]
+        if update:
+            session.save(update_fields=sorted(set(update)))
         return session
 
 
@@ -189,10 +217,14 @@ def session_set_fields(*, owner: str, key: str, values: Any, expected_version: i
 
 
 @overload
-def session_delete(*, session_id: uuid.UUID, idle_before: None = None) -> AgentSession: ...
+def session_delete(*, session_id: uuid.UUID, idle_before: None = None, expired_by: None = None) -> AgentSession: ...
 @overload
-def session_delete(*, session_id: uuid.UUID, idle_before: datetime) -> AgentSession | None: ...
-def session_delete(*, session_id: uuid.UUID, idle_before: datetime | None = None) -> AgentSession | None:
+def session_delete(
+    *, session_id: uuid.UUID, idle_before: datetime | None = None, expired_by: datetime | None = None
+) -> AgentSession | None: ...
+def session_delete(
+    *, session_id: uuid.UUID, idle_before: datetime | None = None, expired_by: datetime | None = None
+) -> AgentSession | None:
     """Delete a session, keeping a tombstone: epoch + 1 (fences any running
     turn), version kept, the conversation's columns cleared. Receivers of
     `session_deleting` (turns_app: turns and checkpoint threads) purge in the
@@ -201,11 +233,21 @@ def session_delete(*, session_id: uuid.UUID, idle_before: datetime | None = None
 
     `idle_before` (the idle-session expiry): delete only a live session last
     written before then, checked under the lock, so a session used since it
-    was picked is kept; returns None when it is kept."""
+    was picked is kept; returns None when it is kept. `expired_by` (the
+    thread TTL): delete only a live session whose TTL ran out by then and
+    that no turn holds, checked under the lock, so a TTL set again since it
+    was picked, or a run in progress, keeps it (for a later pass)."""
     with transaction.atomic(durable=True):
         locked = session_lock(session_id=session_id, include_deleted=True)
         session = locked.session
         if idle_before is not None and (session.is_deleted or session.updated_at >= idle_before):
+            return None
+        if expired_by is not None and (
+            session.is_deleted
+            or session.expires_at is None
+            or session.expires_at > expired_by
+            or session.has_live_turn(locked.now)
+        ):
             return None
         session_deleting.send(sender=AgentSession, locked=locked)
         locked.tombstone()
@@ -219,6 +261,17 @@ def sessions_expire_idle(*, days: float, limit: int) -> int:
     expired = 0
     for session_id in sessions_idle_since(cutoff, limit=limit):
         if session_delete(session_id=session_id, idle_before=cutoff) is not None:
+            expired += 1
+    return expired
+
+
+def sessions_expire_ttl(*, limit: int) -> int:
+    """Delete (through `session_delete`: tombstone and purge) up to `limit`
+    live sessions whose thread TTL ran out. Returns how many."""
+    now = timezone.now()
+    expired = 0
+    for session_id in sessions_expired_by(now, limit=limit):
+        if session_delete(session_id=session_id, expired_by=now) is not None:
             expired += 1
     return expired
 

@@ -1,7 +1,7 @@
 """Periodic maintenance, inside the serving process (no cron): abort turns
 whose lease ran out, compact finished turns' event logs, drop checkpoint
-threads no session reads, expire idle sessions (AGENT_SESSION_IDLE_DAYS,
-through `session_delete`), remove old tombstones (AGENT_TOMBSTONE_DAYS) and
+threads no session reads, expire idle sessions (AGENT_SESSION_IDLE_DAYS)
+and threads whose TTL ran out (both through `session_delete`), remove old tombstones (AGENT_TOMBSTONE_DAYS) and
 the turn followers that processes which died left registered.
 `manage.py sweep_checkpoints` runs the same work by hand.
 
@@ -24,7 +24,7 @@ from django.conf import settings
 from core import metrics
 from core.asyncdb import db
 from core.database import database_settings, is_postgres, postgres_conninfo
-from sessions_app.services import sessions_expire_idle, tombstones_remove
+from sessions_app.services import sessions_expire_idle, sessions_expire_ttl, tombstones_remove
 from turns_app.checkpoint_tables import checkpoints_sweep
 from turns_app.services import events_compact, turns_expire_dead
 from turns_app.store_tables import sweep_expired
@@ -47,6 +47,7 @@ class Report:
     events_compacted: int = 0
     threads_dropped: list[str] = field(default_factory=list)
     sessions_expired: int = 0
+    threads_ttl_expired: int = 0
     tombstones_removed: int = 0
     followers_removed: int = 0
     store_items_expired: int = 0
@@ -67,6 +68,7 @@ def maintenance_run(*, dry_run: bool = False) -> Report:
     report.threads_dropped = checkpoints_sweep()
     if settings.AGENT_SESSION_IDLE_DAYS > 0:
         report.sessions_expired = sessions_expire_idle(days=settings.AGENT_SESSION_IDLE_DAYS, limit=BATCH)
+    report.threads_ttl_expired = sessions_expire_ttl(limit=BATCH)
     if settings.AGENT_TOMBSTONE_DAYS > 0:
         report.tombstones_removed = tombstones_remove(days=settings.AGENT_TOMBSTONE_DAYS, limit=BATCH)
     report.followers_removed = followers_remove_stale()

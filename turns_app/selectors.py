@@ -12,7 +12,7 @@ from django.db.models import Count
 
 from core.errors import TurnNotFound
 from sessions_app.selectors import AgentSession, session_get
-from turns_app import history, stream_parts
+from turns_app import checkpoint_tables, history, stream_parts
 
 # AgentTurn is also the type of what these reads return: the apps above name
 # it (and its Status) from here, never from turns_app.models.
@@ -238,3 +238,41 @@ def interrupt_namespaces(*, turn_id: UUID, interrupt_ids: list[str]) -> dict[str
         if isinstance(logged, dict) and interrupt_id in (logged.get("interrupt_ids") or ()):
             found[interrupt_id] = [str(s) for s in logged.get("namespace") or ()]
     return found
+
+
+def _json_bytes(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def session_storage(session: AgentSession) -> dict[str, Any]:
+    """What the session's history occupies, in the shape of LangGraph's
+    thread storage report (docs/agent-protocol.md, "Thread lifecycle"):
+    `checkpoints` are the step records its turns keep, `channel_values` the
+    channels each turn stored (its messages and other values, as JSON), and
+    `pending_writes` what a paused run keeps in the checkpointer's tables
+    for its resume. A scan of the session's turns: not for hot paths."""
+    checkpoints = {"count": 0, "bytes": 0}
+    by_channel: dict[str, dict[str, int]] = {}
+    rows = AgentTurn.objects.filter(session=session, epoch=session.epoch).values_list("steps", "messages", "values")
+    for steps, messages, values in rows.iterator():
+        for record in steps or ():
+            checkpoints["count"] += 1
+            checkpoints["bytes"] += _json_bytes(record)
+        channels = {**(values or {}), **({"messages": messages} if messages else {})}
+        for name, value in channels.items():
+            entry = by_channel.setdefault(name, {"versions": 0, "bytes": 0})
+            entry["versions"] += 1
+            entry["bytes"] += _json_bytes(value)
+    paused = checkpoint_tables.thread_storage(f"{session.id}:{session.epoch}:")
+    pending = {"count": paused["rows"], "bytes": paused["bytes"]}
+    channel_bytes = sum(e["bytes"] for e in by_channel.values())
+    return {
+        "total_bytes": checkpoints["bytes"] + channel_bytes + pending["bytes"],
+        "checkpoints": checkpoints,
+        "channel_values": {
+            "count": sum(e["versions"] for e in by_channel.values()),
+            "bytes": channel_bytes,
+            "by_channel": by_channel,
+        },
+        "pending_writes": pending,
+    }

@@ -63,7 +63,11 @@ SERVED = {
     ("delete", "/store/items"),
     ("post", "/store/items/search"),
     ("post", "/store/namespaces"),
+    ("post", "/threads/prune"),
+    ("get", "/threads/{thread_id}/storage"),
 }
+# Served as langgraph-api 0.16.7 serves them, newer than the vendored spec.
+NEWER_THAN_SPEC = {("post", "/threads/prune"), ("get", "/threads/{thread_id}/storage")}
 
 # (method, path) -> (request properties the spec has and we lack, ones we add).
 KNOWN_BODY_DIFFERENCES: dict[tuple[str, str], tuple[set[str], set[str]]] = {
@@ -151,12 +155,15 @@ def test_we_serve_the_listed_endpoints_and_the_spec_has_each(ours):
     operations = _our_operations(ours)
     assert set(operations) == SERVED
     missing = [(m, p) for m, p in SERVED if m not in SPEC["paths"].get(p, {})]
-    assert missing == []
+    assert set(missing) == NEWER_THAN_SPEC
 
 
 def test_path_parameters_match(ours):
     operations = _our_operations(ours)
     for (method, path), operation in operations.items():
+        if (method, path) in NEWER_THAN_SPEC:
+            assert _path_params(operation) == set(re.findall(r"{(\w+)}", path))
+            continue
         assert _path_params(operation) == _path_params(SPEC["paths"][path][method]) == set(re.findall(r"{(\w+)}", path))
 
 
@@ -165,6 +172,8 @@ def test_request_bodies_have_the_specs_properties_and_enums(ours):
     differences = {}
     for key, operation in operations.items():
         method, path = key
+        if key in NEWER_THAN_SPEC:
+            continue
         theirs = _body_properties(SPEC, SPEC["paths"][path][method])
         mine = _body_properties(ours, operation)
         lacking, added = set(theirs) - set(mine), set(mine) - set(theirs)

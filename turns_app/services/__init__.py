@@ -21,7 +21,8 @@ One module per step, in the order a turn meets them:
     commit.py          turn_commit: fenced, one statement or under the lock
     abort.py           turn_abort, turn_cancel, the start-up abort
     turn_lock.py       a turn's session locked, found from the turn
-    session_history.py rewind, fork, the purge of a deleted session's turns
+    session_history.py rewind, fork, prune to the latest state, the purge of
+                       a deleted session's turns
     compaction.py      old turns' logs cut to their first and final events
 """
 
@@ -32,7 +33,12 @@ from turns_app.services.compaction import events_compact
 from turns_app.services.event_rows import events_append
 from turns_app.services.idempotency import check_idempotency_key, request_digest
 from turns_app.services.lease import turn_expire_if_dead, turn_renew_lease, turns_expire_dead
-from turns_app.services.session_history import session_fork, session_rewind, session_turns_purge
+from turns_app.services.session_history import (
+    session_fork,
+    session_history_prune,
+    session_rewind,
+    session_turns_purge,
+)
 
 __all__ = [
     "check_idempotency_key",
@@ -42,6 +48,7 @@ __all__ = [
     "render_result",
     "request_digest",
     "session_fork",
+    "session_history_prune",
     "session_rewind",
     "session_turns_purge",
     "turn_abort",

@@ -8,7 +8,7 @@ class Command(MigratedDatabaseCommand):
         "AGENT_MAINTENANCE_INTERVAL_SECONDS): abort turns whose lease ran out, compact the "
         "event logs of turns that ended more than AGENT_EVENT_RETENTION_SECONDS ago, drop "
         "checkpoint threads no session reads any more, delete sessions idle for "
-        "AGENT_SESSION_IDLE_DAYS and remove tombstones older than AGENT_TOMBSTONE_DAYS. "
+        "AGENT_SESSION_IDLE_DAYS and threads whose TTL ran out, and remove tombstones older than AGENT_TOMBSTONE_DAYS. "
         "Safe while serving."
     )
 
@@ -21,6 +21,7 @@ class Command(MigratedDatabaseCommand):
             self.stdout.write(f"aborted {report.turns_expired} turn(s) whose lease ran out")
             self.stdout.write(f"compacted {report.events_compacted} event(s) of finished turns")
             self.stdout.write(f"deleted {report.sessions_expired} idle session(s)")
+            self.stdout.write(f"deleted {report.threads_ttl_expired} thread(s) whose TTL ran out")
             self.stdout.write(f"removed {report.tombstones_removed} tombstone(s)")
         verb = "would drop" if dry_run else "dropped"
         self.stdout.write(f"{verb} {len(report.threads_dropped)} checkpoint thread(s)")
