@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from core.database import CONNECT_TIMEOUT_SECONDS
 from core.langgraph_json import project_graphs
+from core.store_config import index_setting
 
 # First: a project's langgraph.json may set any variable read below (its
 # `env`; the process environment wins).
@@ -359,6 +360,12 @@ AGENT_METRICS_TOKEN = os.environ.get("AGENT_METRICS_TOKEN", "")
 AGENT_PROTOCOL_DEFAULT_KEY = os.environ.get("AGENT_PROTOCOL_DEFAULT_KEY", "")
 # Minutes a store item lives when its write names no `ttl` (0: until deleted).
 AGENT_STORE_DEFAULT_TTL_MINUTES = env_number("AGENT_STORE_DEFAULT_TTL_MINUTES", 0)
+# Whether a read refreshes an item's TTL when the read does not say (store.ttl).
+AGENT_STORE_REFRESH_ON_READ = env_bool("AGENT_STORE_REFRESH_ON_READ", True)
+# Maintenance sweeps expired store items at most this often (0: every pass).
+AGENT_STORE_SWEEP_INTERVAL_MINUTES = env_number("AGENT_STORE_SWEEP_INTERVAL_MINUTES", 0)
+# Semantic search in the store (store.index): {"embed", "dims", "fields"} or None.
+AGENT_STORE_INDEX = index_setting(os.environ.get("AGENT_STORE_INDEX", ""))
 # A langgraph_sdk.Auth to use instead of API keys (docs/configuration.md, "Custom auth").
 AGENT_AUTH_PATH = os.environ.get("AGENT_AUTH_PATH", "").strip()
 

@@ -32,6 +32,7 @@ from sessions_app.auth import uses_custom_auth
 from turns_app.checkpoint_tables import schema_problem
 from turns_app.maintenance import maintenance
 from turns_app.services import turns_abort_pending
+from turns_app.store_tables import store_problem
 from turns_app.wakeups import stop_listening
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def check_database() -> None:
     settings_dict = connections[DEFAULT_DB_ALIAS].settings_dict
     probe_database(settings_dict)
     try:
-        problem = migration_problem() or schema_problem()
+        problem = migration_problem() or schema_problem() or store_problem()
     except OperationalError as exc:
         raise StartupError(explain_connect_error(exc, settings_dict)) from exc
     if problem is not None:

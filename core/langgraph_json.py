@@ -7,7 +7,8 @@ Served keys: `graphs` (a name -> `./path/to/file.py:attr` relative to the
 file, or `module.path:attr`), `env` (a mapping, or a `.env` file relative to
 the file; the process environment wins), `dependencies` (local folders put
 on the import path; packages must be installed already), `auth.path` (as
-AGENT_AUTH_PATH). Keys that only
+AGENT_AUTH_PATH), `store` (`store.index`, `store.ttl`: core.store_config).
+Keys that only
 `langgraph build` reads are accepted and do nothing here. Any other key
 stops the start-up with one line naming it, never ignored."""
 
@@ -22,7 +23,9 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-SERVED = frozenset({"graphs", "env", "dependencies", "auth"})
+from core.store_config import apply_store
+
+SERVED = frozenset({"graphs", "env", "dependencies", "auth", "store"})
 # Read by `langgraph build` / `langgraph dockerfile` for the image they make.
 BUILD_ONLY = frozenset(
     {
@@ -38,9 +41,10 @@ BUILD_ONLY = frozenset(
 )
 # What each unserved key asks for, as the refusal names it.
 NOT_YET = {
-    "store": "store (store.index / store.ttl)",
     "http": "http.app (custom routes)",
-    "checkpointer": "checkpointer.ttl",
+    # A thread TTL deletes or prunes LangGraph threads; agentsite's threads
+    # are sessions, expired by AGENT_SESSION_IDLE_DAYS through session_delete.
+    "checkpointer": "checkpointer (checkpointer.ttl: use AGENT_SESSION_IDLE_DAYS)",
     "node_version": "node_version (JavaScript graphs)",
     "ui": "ui (generative UI components)",
     "webhooks": "webhooks",
@@ -200,6 +204,8 @@ def load_project(path: Path, environ: MutableMapping[str, str]) -> dict[str, str
         _apply_env(data["env"], path.parent, where, environ)
     if "auth" in data:
         _auth(data["auth"], path.parent, where, environ)
+    if "store" in data:
+        apply_store(data["store"], path.parent, where, environ)
     if "dependencies" in data:
         _dependencies(data["dependencies"], path.parent, where)
     return _graphs(data.get("graphs"), path.parent, where)

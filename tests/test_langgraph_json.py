@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from langgraph_sdk import get_client
 
 from core.langgraph_json import project_file, project_graphs
+from core.store_config import index_setting
 from tests.fixtures.databases import run
 from tests.test_startup_errors import assert_refused
 
@@ -83,9 +84,15 @@ def test_graphs_by_file_and_module_env_under_the_process_environment(tmp_path):
     "extra, fragment",
     [
         ({"auth": {"path": "./auth.py:auth", "disable_studio_auth": True}}, "auth.disable_studio_auth"),
-        ({"store": {"index": {"dims": 8}}}, "store"),
+        ({"store": {"index": {"dims": 8}}}, "store.index.embed must name"),
+        ({"store": {"index": {"embed": "a.b:c", "dims": 0}}}, "store.index.dims must be"),
+        ({"store": {"index": {"embed": "a.b:c", "dims": 8, "fields": "text"}}}, "store.index.fields must be"),
+        ({"store": {"index": {"embed": "a.b:c", "dims": 8, "distance_type": "l2"}}}, "store.index.distance_type"),
+        ({"store": {"path": "./store.py:store"}}, "store.path (a custom store"),
+        ({"store": {"ttl": {"default_ttl": "soon"}}}, "store.ttl.default_ttl must be"),
+        ({"store": {"ttl": {"sweep_limit": 5}}}, "store.ttl.sweep_limit"),
         ({"http": {"app": "./app.py:app"}}, "http.app"),
-        ({"checkpointer": {"ttl": {}}, "telemetry": True}, "checkpointer.ttl, telemetry"),
+        ({"checkpointer": {"ttl": {}}, "telemetry": True}, "checkpointer.ttl: use AGENT_SESSION_IDLE_DAYS), telemetry"),
         ({"env": ["A=1"]}, "env must be"),
         ({"env": "./missing.env"}, "does not exist"),
         ({"dependencies": ["surely-not-installed-package-xyz"]}, "is not installed"),
@@ -117,9 +124,25 @@ def test_a_named_file_that_is_not_there_or_a_clash_is_refused(tmp_path):
 
 
 def test_the_server_refuses_to_start_in_one_line(tmp_path):
-    path = project(tmp_path, http={"app": "./app.py:app"}, store={"ttl": {}})
+    path = project(tmp_path, http={"app": "./app.py:app"}, webhooks={})
     result = run(["manage.py", "check"], f"sqlite:///{tmp_path / 'db.sqlite3'}", AGENT_LANGGRAPH_JSON=str(path))
-    assert_refused(result, "not supported by agentsite (yet): http.app (custom routes), store")
+    assert_refused(result, "not supported by agentsite (yet): http.app (custom routes), webhooks")
+
+
+def test_store_index_and_ttl_become_the_store_settings(tmp_path):
+    index = {"embed": "./emb.py:embed", "dims": 16, "fields": ["text", "tags[*]"]}
+    ttl = {"default_ttl": 90, "refresh_on_read": False, "sweep_interval_minutes": 5}
+    path = project(tmp_path, store={"index": index, "ttl": ttl})
+    environ = {"AGENT_LANGGRAPH_JSON": str(path), "AGENT_STORE_SWEEP_INTERVAL_MINUTES": "7"}
+    project_graphs(environ, tmp_path, DEFAULT)
+    assert json.loads(environ["AGENT_STORE_INDEX"]) == {**index, "embed": f"{tmp_path / 'emb.py'}:embed"}
+    assert environ["AGENT_STORE_DEFAULT_TTL_MINUTES"] == "90"
+    assert environ["AGENT_STORE_REFRESH_ON_READ"] == "false"
+    assert environ["AGENT_STORE_SWEEP_INTERVAL_MINUTES"] == "7"  # the environment wins
+    assert index_setting(environ["AGENT_STORE_INDEX"])["dims"] == 16
+    assert index_setting("") is None
+    with pytest.raises(ImproperlyConfigured, match="AGENT_STORE_INDEX must be a JSON object"):
+        index_setting("dims=8")
 
 
 def test_auth_path_is_agent_auth_path_relative_to_the_file(tmp_path):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import asdict, dataclass, field
 
 import psycopg
@@ -72,8 +73,24 @@ def maintenance_run(*, dry_run: bool = False) -> Report:
     if settings.AGENT_TOMBSTONE_DAYS > 0:
         report.tombstones_removed = tombstones_remove(days=settings.AGENT_TOMBSTONE_DAYS, limit=BATCH)
     report.followers_removed = followers_remove_stale()
-    report.store_items_expired = sweep_expired()
+    if _store_sweep_due():
+        report.store_items_expired = sweep_expired()
     return report
+
+
+_last_store_sweep: float | None = None
+
+
+def _store_sweep_due(now: float | None = None) -> bool:
+    """Expired store items are swept on a pass at most every
+    AGENT_STORE_SWEEP_INTERVAL_MINUTES (store.ttl.sweep_interval_minutes)."""
+    global _last_store_sweep
+    now = time.monotonic() if now is None else now
+    interval = settings.AGENT_STORE_SWEEP_INTERVAL_MINUTES * 60
+    if _last_store_sweep is not None and now - _last_store_sweep < interval:
+        return False
+    _last_store_sweep = now
+    return True
 
 
 class Leadership:

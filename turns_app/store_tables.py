@@ -9,24 +9,50 @@ turn or not at all. The SQL is the stores' own — each store's
 transaction holds; `tests/turns_app/test_store_tables.py` proves that what
 lands this way reads back through the store as the store's own `aput` writes
 it.
+
+Semantic search (AGENT_STORE_INDEX, a langgraph.json's `store.index`): on
+SQLite the vector table (`store_vectors`, which has no dimensions there) is
+installed always, so an index needs no new `migrate`; on PostgreSQL it needs
+pgvector on the server and is installed by `migrate` once an index is set.
+A server without pgvector is refused at start-up (`store_problem`).
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, connections
 from django.db.migrations.recorder import MigrationRecorder
 from langgraph.store.base import PutOp
 
 from core.database import is_postgres, postgres_conninfo
 from graphs.runtime import effects
+from graphs.runtime.embeddings import HashedEmbeddings, store_index
+from graphs.runtime.sqlite_vectors import VectorConnection
 from graphs.runtime.store import external
 from graphs.runtime.turn_store import STORE_WRITE
 
+logger = logging.getLogger(__name__)
+
 SQLITE_TIMEOUT_SECONDS = 20.0
-TABLES = ("store", "store_migrations")
+# The vectors first: they refer to the items.
+TABLES = ("store_vectors", "vector_migrations", "store", "store_migrations")
+PGVECTOR_MISSING = (
+    "store.index (AGENT_STORE_INDEX, semantic search) needs the pgvector extension, which this PostgreSQL "
+    "server does not have: install pgvector on the server, or remove store.index"
+)
+SQL_PGVECTOR = "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')"
+# pgvector keeps a column's dimensions as its type modifier.
+SQL_PG_DIMS = (
+    "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass('store_vectors') AND attname = 'embedding'"
+)
+# What installs SQLite's vector table without an index set: its table takes
+# no dimensions, and nothing is embedded while installing.
+SQLITE_TABLES_ONLY = {"dims": 1, "embed": HashedEmbeddings(1), "fields": ["$"]}
 SQL_SWEEP = {
     "postgres": "DELETE FROM store WHERE expires_at IS NOT NULL AND expires_at < NOW()",
     "sqlite": "DELETE FROM store WHERE expires_at IS NOT NULL AND expires_at < CURRENT_TIMESTAMP",
@@ -43,13 +69,17 @@ def install_tables(settings_dict: dict[str, Any]) -> None:
         from psycopg.rows import dict_row
 
         with psycopg.connect(postgres_conninfo(settings_dict), autocommit=True, row_factory=dict_row) as pg:
-            PostgresStore(pg).setup()
+            index = store_index()
+            if index is not None and not pg.execute(SQL_PGVECTOR).fetchone()["exists"]:  # type: ignore[index]
+                logger.warning("the store's vector table is not installed: %s", PGVECTOR_MISSING)
+                index = None  # the server refuses to start (store_problem); migrate does the rest
+            PostgresStore(pg, index=index).setup()  # type: ignore[arg-type]
     else:
         from langgraph.store.sqlite import SqliteStore
 
-        conn = sqlite3.connect(settings_dict["NAME"], timeout=SQLITE_TIMEOUT_SECONDS)
+        conn = sqlite3.connect(settings_dict["NAME"], timeout=SQLITE_TIMEOUT_SECONDS, factory=VectorConnection)
         try:
-            SqliteStore(conn).setup()
+            SqliteStore(conn, index=SQLITE_TABLES_ONLY).setup()  # type: ignore[arg-type]
             conn.commit()  # setup's last INSERT of store_migrations is left open
         finally:
             conn.close()
@@ -71,20 +101,63 @@ def upgrade_after_migrate(*, using: str = "default", plan=None, **_: object) -> 
         install_tables(conn.settings_dict)
 
 
-def _put_queries(op: PutOp) -> list[tuple[str, Any]]:
+def store_problem(using: str = "default") -> str | None:
+    """Why the store's index (AGENT_STORE_INDEX) cannot serve on this
+    database, or None: checked at start-up, so it never fails later."""
+    if settings.AGENT_STORE_INDEX is None:
+        return None
+    conn = connections[using]
+    dims = settings.AGENT_STORE_INDEX["dims"]
+    if is_postgres(conn.settings_dict):
+        with conn.cursor() as cursor:
+            cursor.execute(SQL_PGVECTOR)
+            if not cursor.fetchone()[0]:
+                return PGVECTOR_MISSING
+            cursor.execute(SQL_PG_DIMS)
+            row = cursor.fetchone()
+        if row is None:
+            return "store.index (AGENT_STORE_INDEX) needs the store's vector table: run `python manage.py migrate`"
+        if row[0] != dims:
+            return (
+                f"the store's vectors have {row[0]} dimensions, store.index.dims is {dims}: "
+                "an index's dims cannot change under its vectors"
+            )
+    elif "store_vectors" not in conn.introspection.table_names():
+        return "store.index (AGENT_STORE_INDEX) needs the store's vector table: run `python manage.py migrate`"
+    try:
+        store_index()  # its embeddings load now, not at the first write
+    except ImproperlyConfigured as exc:
+        return str(exc)
+    return None
+
+
+def _put_queries(op: PutOp, vectors: list[list[Any]]) -> list[tuple[str, Any]]:
+    """The store's statements for `op`; with an index, its vector rows
+    from the vectors the turn made when it staged the write."""
+    index = store_index()
     if is_postgres(connection.settings_dict):
         from langgraph.store.postgres.base import BasePostgresStore
+        from langgraph.store.postgres.base import _ensure_index_config as postgres_index
 
         builder: Any = BasePostgresStore()
-        builder.index_config = None  # no embeddings: semantic search is not offered yet
-        queries, _ = builder._prepare_batch_PUT_queries([(0, op)])
+        builder.index_config = None if index is None else postgres_index(index)[1]  # type: ignore[arg-type]
+        queries, request = builder._prepare_batch_PUT_queries([(0, op)])
+        as_param = list
     else:
         from langgraph.store.sqlite.base import BaseSqliteStore
+        from langgraph.store.sqlite.base import _ensure_index_config as sqlite_index
+        from sqlite_vec import serialize_float32  # type: ignore[import-untyped]
 
         builder = BaseSqliteStore()
-        builder.index_config = None
-        queries, _ = builder._prepare_batch_PUT_queries([(0, op)])
-    return list(queries)
+        builder.index_config = None if index is None else sqlite_index(index)[1]  # type: ignore[arg-type]
+        queries, request = builder._prepare_batch_PUT_queries([(0, op)])
+        as_param = serialize_float32
+    queries = list(queries)
+    if request is not None:
+        by_name = dict(vectors)
+        sql, rows = request
+        queries.append((sql, [p for ns, key, name, _ in rows for p in (ns, key, name, as_param(by_name[name]))]))
+    return queries
 
 
 def apply_write(payload: dict[str, Any], turn: effects.TurnContext) -> dict[str, Any]:
@@ -95,7 +168,7 @@ def apply_write(payload: dict[str, Any], turn: effects.TurnContext) -> dict[str,
     op = PutOp(namespace, payload["key"], payload["value"], index=payload["index"], ttl=payload["ttl"])
     connection.ensure_connection()
     raw = connection.connection
-    for sql, params in _put_queries(op):
+    for sql, params in _put_queries(op, payload.get("vectors") or []):
         raw.execute(sql, params)
     return {
         "namespace": list(external(namespace)),

@@ -5,7 +5,9 @@ PostgreSQL → `AsyncPostgresStore` over the savers' psycopg pool of this
 event loop; SQLite → `AsyncSqliteStore` on the same file, on a connection of
 its own. One store per event loop (it cannot cross loops), opened lazily and
 closed by `close_stores()` at shutdown. Its tables are installed by
-`manage.py migrate` (turns_app.store_tables), never at request time.
+`manage.py migrate` (turns_app.store_tables), never at request time. With
+AGENT_STORE_INDEX (store.index) both stores rank a search's `query` by its
+embeddings (graphs.runtime.embeddings).
 
 Every namespace is an owner's: the store holds `(owner_label(owner), *ns)`
 and its callers see `ns` (`internal` / `external`), so no client names,
@@ -23,8 +25,10 @@ from django.conf import settings
 from langgraph.store.base import BaseStore, Item, TTLConfig
 
 from core.database import CheckpointerUnavailable, database_settings, is_postgres
+from graphs.runtime.embeddings import store_index
 from graphs.runtime.per_loop import PerLoop
 from graphs.runtime.savers import SQLITE_TIMEOUT_SECONDS, shared_pool
+from graphs.runtime.sqlite_vectors import VectorConnection
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +60,11 @@ def shown(item: Item) -> Item:
 
 
 def ttl_config() -> TTLConfig:
-    """LangGraph's TTL settings: reads refresh an item's TTL unless the
-    caller says not to (as on LangGraph's server); `default_ttl` applies to
-    writes that name none."""
-    config: TTLConfig = {"refresh_on_read": True, "omit_expired": True}
+    """LangGraph's TTL settings (store.ttl): reads refresh an item's TTL
+    unless the caller says not to (as on LangGraph's server) or
+    AGENT_STORE_REFRESH_ON_READ is off; `default_ttl` applies to writes that
+    name none."""
+    config: TTLConfig = {"refresh_on_read": settings.AGENT_STORE_REFRESH_ON_READ, "omit_expired": True}
     if settings.AGENT_STORE_DEFAULT_TTL_MINUTES:
         config["default_ttl"] = settings.AGENT_STORE_DEFAULT_TTL_MINUTES
     return config
@@ -88,7 +93,8 @@ async def _open(settings_dict: dict[str, Any]) -> _LoopStore:
             from langgraph.store.postgres.aio import AsyncPostgresStore
 
             # The pool belongs to the savers, which close it.
-            return _LoopStore(AsyncPostgresStore(await shared_pool(), ttl=ttl_config()))
+            store = AsyncPostgresStore(await shared_pool(), index=store_index(), ttl=ttl_config())  # type: ignore[arg-type]
+            return _LoopStore(store)
         return await _open_sqlite(settings_dict)
     except CheckpointerUnavailable:
         raise
@@ -100,12 +106,16 @@ async def _open_sqlite(settings_dict: dict[str, Any]) -> _LoopStore:
     import aiosqlite
     from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-    conn = await aiosqlite.connect(settings_dict["NAME"], timeout=SQLITE_TIMEOUT_SECONDS)
+    conn = await aiosqlite.connect(settings_dict["NAME"], timeout=SQLITE_TIMEOUT_SECONDS, factory=VectorConnection)
     try:
         await conn.execute("PRAGMA busy_timeout=20000")
-        store = AsyncSqliteStore(conn, ttl=ttl_config())
+        # A deleted item's vectors go with it (store_vectors' foreign key),
+        # as on Django's connection.
+        await conn.execute("PRAGMA foreign_keys=ON")
+        store = AsyncSqliteStore(conn, index=store_index(), ttl=ttl_config())  # type: ignore[arg-type]
         # `migrate` installed the tables, so this only registers the SQL
-        # function the store's namespace matching calls on its connection.
+        # functions the store calls on its connection: its namespace
+        # matching, and with an index sqlite-vec's distances.
         await store.setup()
     except BaseException:
         await asyncio.shield(conn.close())

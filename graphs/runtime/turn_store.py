@@ -8,13 +8,17 @@ its own transaction (turns_app.store_tables), so it lands exactly when the
 turn commits, once, and an aborted, fenced or cancelled turn leaves none.
 Reads during the turn see its staged writes over what the store holds: the
 staged items live in an `InMemoryStore` of the turn (LangGraph's own
-matching of filters and namespaces), the deletes in a set.
+matching of filters and namespaces), the deletes in a set. With a store
+index (AGENT_STORE_INDEX) a write's vectors are made when it is staged,
+outside the commit's transaction, and ride in the effect; a `query` ranks
+the staged items by them among the store's, by the same cosine score.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +39,7 @@ from langgraph.store.base import _validate_namespace as validate_namespace
 from langgraph.store.memory import InMemoryStore
 
 from graphs.runtime import effects
+from graphs.runtime.embeddings import store_index, texts_to_embed
 from graphs.runtime.store import external, get_store, internal, shown, ttl_config
 
 STORE_WRITE = "store.write"
@@ -51,6 +56,7 @@ class Staged:
 
     items: InMemoryStore = field(default_factory=InMemoryStore)
     deleted: set[tuple[tuple[str, ...], str]] = field(default_factory=set)
+    vectors: dict[tuple[tuple[str, ...], str], list[list[float]]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.deleted) + sum(len(keys) for keys in self.items._data.values())
@@ -100,7 +106,7 @@ class TurnStore(BaseStore):
         for op in ops:
             validate_op_namespace(op)
             if isinstance(op, PutOp):
-                self._stage(op, context)
+                await self._stage(op, context)
                 results.append(None)
             elif isinstance(op, GetOp):
                 results.append(await self._get(op, context))
@@ -112,12 +118,15 @@ class TurnStore(BaseStore):
                 raise TypeError(f"unknown store operation {type(op).__name__}")
         return results
 
-    def _stage(self, op: PutOp, context: effects.TurnContext) -> None:
+    async def _stage(self, op: PutOp, context: effects.TurnContext) -> None:
         validate_namespace(op.namespace)
         assert context.owner is not None and isinstance(context.staged, Staged)
         value = None if op.value is None else dict(op.value)
+        vectors: list[tuple[str, list[float]]] = []
         if value is not None:
             orjson.dumps(value)  # a value the store cannot hold fails the node now, not the commit
+            if op.index is not False:
+                vectors = await _embed(value, op.index)
         effects.record(
             STORE_WRITE,
             {
@@ -126,16 +135,19 @@ class TurnStore(BaseStore):
                 "value": value,
                 "index": op.index,
                 "ttl": op.ttl,
+                "vectors": [[name, vector] for name, vector in vectors],
             },
         )
         staged = context.staged
+        staged.vectors.pop((op.namespace, op.key), None)
         if value is None:
             staged.deleted.add((op.namespace, op.key))
             staged.items.delete(op.namespace, op.key)
         else:
             staged.deleted.discard((op.namespace, op.key))
             staged.items.put(op.namespace, op.key, value)
-        return None
+            if vectors:
+                staged.vectors[(op.namespace, op.key)] = [vector for _, vector in vectors]
 
     async def _get(self, op: GetOp, context: effects.TurnContext) -> Item | None:
         assert context.owner is not None and isinstance(context.staged, Staged)
@@ -153,7 +165,13 @@ class TurnStore(BaseStore):
     async def _search(self, op: SearchOp, context: effects.TurnContext) -> list[SearchItem]:
         assert context.owner is not None and isinstance(context.staged, Staged)
         staged = context.staged
-        mine = staged.items.search(op.namespace_prefix, filter=op.filter, limit=op.offset + op.limit)
+        index = store_index()
+        ranked = bool(op.query) and index is not None
+        if ranked:
+            assert index is not None and op.query is not None
+            mine = _ranked(staged, op, await index["embed"].aembed_query(op.query)) if staged.vectors else []
+        else:
+            mine = staged.items.search(op.namespace_prefix, filter=op.filter, limit=op.offset + op.limit)
         held = await (await get_store()).asearch(
             internal(context.owner, op.namespace_prefix),
             filter=op.filter,
@@ -163,8 +181,11 @@ class TurnStore(BaseStore):
         )
         rest = [shown(item) for item in held]
         rest = [item for item in rest if not staged.hides(item.namespace, item.key)]
-        # The turn's writes are the newest: first, as a listing orders by update.
+        # The turn's writes are the newest: first, as a listing orders by
+        # update; a query orders them all by score.
         combined: list[Any] = [*mine, *rest]
+        if ranked:
+            combined.sort(key=lambda item: -item.score if item.score is not None else math.inf)
         return combined[op.offset : op.offset + op.limit]
 
     async def _namespaces(self, op: ListNamespacesOp, context: effects.TurnContext) -> list[tuple[str, ...]]:
@@ -183,6 +204,33 @@ class TurnStore(BaseStore):
         )
         found = {external(ns) for ns in held} | set(mine)
         return sorted(found)[op.offset : op.offset + op.limit]
+
+
+async def _embed(value: dict[str, Any], paths: Sequence[str] | None) -> list[tuple[str, list[float]]]:
+    texts = texts_to_embed(value, paths)
+    index = store_index()
+    if not texts or index is None:
+        return []
+    vectors = await index["embed"].aembed_documents([text for _, text in texts])
+    return [(name, [float(x) for x in vector]) for (name, _), vector in zip(texts, vectors, strict=True)]
+
+
+def _cosine(a: list[float], b: list[float]) -> float | None:
+    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return None if norms == 0.0 or len(a) != len(b) else sum(x * y for x, y in zip(a, b, strict=True)) / norms
+
+
+def _ranked(staged: Staged, op: SearchOp, query: list[float]) -> list[SearchItem]:
+    """The staged items a query finds: those with vectors, each scored by
+    its best field, as the stores score theirs."""
+    found = staged.items.search(op.namespace_prefix, filter=op.filter, limit=max(len(staged), 1))
+    ranked: list[SearchItem] = []
+    for item in found:
+        scores = [s for v in staged.vectors.get((item.namespace, item.key), []) if (s := _cosine(v, query)) is not None]
+        if scores:
+            item.score = max(scores)
+            ranked.append(item)
+    return ranked
 
 
 _by_loop: dict[asyncio.AbstractEventLoop, TurnStore] = {}

@@ -3,21 +3,26 @@
 (docs/agent-protocol.md, "Store"): items, search, namespaces and TTL, each
 owner apart from every other; hostile input refused with nothing written;
 and a graph's store writes landing with its turn — seen by the turn's own
-reads, written only if the turn commits."""
+reads, written only if the turn commits. With a store index
+(AGENT_STORE_INDEX, the offline `hashed` embeddings), a `query` ranks items
+by score, a graph's `asearch(query=…)` too (on PostgreSQL only where the
+server has pgvector; tests/test_store_index.py has the refusal)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
 from django.db import connection
 from langgraph_sdk import get_client
 
+from core.database import is_postgres
 from graphs.runtime.store import owner_label
 from tests.fixtures.runners import orm
 from turns_app.models import AgentTurn
-from turns_app.store_tables import sweep_expired
+from turns_app.store_tables import SQL_PGVECTOR, sweep_expired
 
 pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
 
@@ -197,3 +202,61 @@ async def test_a_graphs_store_writes_land_with_its_turn_only(servers, alice, bob
     assert len(await orm(turns_of, status="aborted")) == 1
     rows = await orm(store_rows)
     assert sorted(key for _, key in rows) == ["m1", "m3", "s"]
+
+
+INDEX = json.dumps({"embed": "graphs.runtime.embeddings:hashed", "dims": 256, "fields": ["text"]})
+DOCS = {
+    "cats": {"text": "cats purr and chase mice", "kind": "pet"},
+    "rockets": {"text": "rockets burn fuel to reach orbit", "kind": "space"},
+    "soup": {"text": "a warm tomato soup recipe", "kind": "food"},
+}
+
+
+def vector_search_here() -> bool:
+    if not is_postgres(connection.settings_dict):
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute(SQL_PGVECTOR)
+        return bool(cursor.fetchone()[0])
+
+
+def ranked(found) -> list[str]:
+    scores = [item["score"] for item in found["items"]]
+    assert all(isinstance(score, float) for score in scores), scores
+    assert scores == sorted(scores, reverse=True), scores
+    return [item["key"] for item in found["items"]]
+
+
+async def test_semantic_search_ranks_by_query_for_clients_and_graphs(servers, alice, bob):
+    if not await orm(vector_search_here):
+        pytest.skip("this PostgreSQL server has no pgvector: store.index is refused (tests/test_store_index.py)")
+    server = servers(AGENT_STORE_INDEX=INDEX, AGENT_GRAPHS=f"{GRAPHS},recall=tests.fixtures.graphs:build_recall_graph")
+    client = client_for(server, alice)
+    mine = client.store
+    async with asyncio.timeout(TEST_SECONDS):
+        for key, value in DOCS.items():
+            await mine.put_item(["docs"], key, value)
+        await mine.put_item(["docs"], "unindexed", {"text": "cats cats cats"}, index=False)
+        assert ranked(await mine.search_items(["docs"], query="a cat chasing a mouse"))[0] == "cats"
+        found = ranked(await mine.search_items(["docs"], query="fuel for a rocket to orbit", limit=2))
+        assert found[0] == "rockets" and "unindexed" not in found and len(found) == 2
+        assert ranked(await mine.search_items(["docs"], query="soup", filter={"kind": "space"})) == ["rockets"]
+        # Without a query a search lists, unscored, the unindexed item too.
+        listed = await mine.search_items(["docs"], limit=10)
+        assert {i["key"] for i in listed["items"]} == {*DOCS, "unindexed"}
+        assert {i["score"] for i in listed["items"]} == {None}
+        # A rewrite is embedded anew; a deleted item is not found.
+        await mine.put_item(["docs"], "cats", {"text": "hot tomato soup for a cold day", "kind": "food"})
+        await mine.delete_item(["docs"], "soup")
+        assert ranked(await mine.search_items(["docs"], query="tomato soup"))[0] == "cats"
+        assert "soup" not in ranked(await mine.search_items(["docs"], query="tomato soup"))
+        assert (await client_for(server, bob).store.search_items(["docs"], query="tomato soup"))["items"] == []
+
+        # A graph's query sees its own staged write, ranked among the
+        # committed ones; what it wrote is searchable once the run commits.
+        tid = (await client.threads.create())["thread_id"]
+        first = await client.runs.wait(tid, "recall", input={"messages": [{"role": "user", "content": "tomato soup"}]})
+        assert first["messages"][-1]["content"] == "n1:True"
+        second = await client.runs.wait(tid, "recall", input={"messages": [{"role": "user", "content": "orbit fuel"}]})
+        assert second["messages"][-1]["content"] == "n3:True n1:True"
+        assert ranked(await mine.search_items(["notes"], query="soup of tomato")) == ["n1", "n3"]
