@@ -42,9 +42,9 @@ BUILD_ONLY = frozenset(
 # What each unserved key asks for, as the refusal names it.
 NOT_YET = {
     "http": "http.app (custom routes)",
-    # A thread TTL deletes or prunes LangGraph threads; agentsite's threads
-    # are sessions, expired by AGENT_SESSION_IDLE_DAYS through session_delete.
-    "checkpointer": "checkpointer (checkpointer.ttl: use AGENT_SESSION_IDLE_DAYS)",
+    # No default thread TTL is served: a thread takes its own `ttl` on create
+    # or patch, and AGENT_SESSION_IDLE_DAYS expires idle sessions.
+    "checkpointer": "checkpointer (checkpointer.ttl: give threads a ttl, or use AGENT_SESSION_IDLE_DAYS)",
     "node_version": "node_version (JavaScript graphs)",
     "ui": "ui (generative UI components)",
     "webhooks": "webhooks",

@@ -92,7 +92,7 @@ def test_graphs_by_file_and_module_env_under_the_process_environment(tmp_path):
         ({"store": {"ttl": {"default_ttl": "soon"}}}, "store.ttl.default_ttl must be"),
         ({"store": {"ttl": {"sweep_limit": 5}}}, "store.ttl.sweep_limit"),
         ({"http": {"app": "./app.py:app"}}, "http.app"),
-        ({"checkpointer": {"ttl": {}}, "telemetry": True}, "checkpointer.ttl: use AGENT_SESSION_IDLE_DAYS), telemetry"),
+        ({"checkpointer": {"ttl": {}}, "telemetry": True}, "or use AGENT_SESSION_IDLE_DAYS), telemetry"),
         ({"env": ["A=1"]}, "env must be"),
         ({"env": "./missing.env"}, "does not exist"),
         ({"dependencies": ["surely-not-installed-package-xyz"]}, "is not installed"),
