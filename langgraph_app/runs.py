@@ -41,7 +41,7 @@ from sessions_app import services as session_services
 from turns_app.events import replay_from
 from turns_app.execution import TurnRun, start_turn
 from turns_app.services import check_idempotency_key, turn_cancel
-from turns_app.types import REQUEST_OPTIONS, TERMINAL_EVENTS, Replay, StartFrom, TurnEvent, needs_pause
+from turns_app.types import FROM_STEP, REQUEST_OPTIONS, TERMINAL_EVENTS, Replay, StartFrom, TurnEvent, needs_pause
 
 logger = logging.getLogger(__name__)
 
@@ -109,28 +109,57 @@ class StartedRun:
             logger.exception("could not delete the thread of stateless run %s", self.run_id)
 
 
-def start_point(*, owner: str, key: str, ref: CheckpointRef) -> tuple[StartFrom, dict[str, Any] | None]:
-    """The committed state a checkpoint names, as a claim's `start_from`,
-    and — for the state just before a turn's reply — that turn's request
-    (a regenerate runs the same message again from the state before it)."""
+@dataclass(frozen=True)
+class StartPoint:
+    """Where a run or a state update from a checkpoint starts: the committed
+    state (`start_from`), the request's note of a checkpoint inside an
+    earlier run it starts from (`origin`, turns_app.types.FROM_STEP), and,
+    for a run's input checkpoint, that run's request (`again`): what a run
+    given nothing there runs again (a regenerate), from the run's parent."""
+
+    start_from: StartFrom
+    origin: dict[str, Any] | None = None
+    again: dict[str, Any] | None = None
+
+    @property
+    def parent(self) -> StartFrom:
+        """The state just after the run the checkpoint is inside of."""
+        return StartFrom(self.start_from.turn_id, self.start_from.version)
+
+
+def start_point(*, owner: str, key: str, ref: CheckpointRef) -> StartPoint:
+    """The committed state a checkpoint names (404 if the thread has none).
+    A step inside a run is rebuilt from that run's record of it by the
+    claim; its input checkpoint is the run's parent state, the input it
+    still had to run dropped as LangGraph drops it (docs/agent-protocol.md,
+    "Runs from a checkpoint")."""
     session = threads.thread_of(owner=owner, key=key)
     turns = threads.finished_turns(session)
     state = threads.find_state(threads.states_of(session, turns), ref)
     if state is None:
         raise SessionNotFound(f"Thread {key} has no checkpoint {ref.id}")
     if state.kind == "start":
-        return StartFrom(None, 0), None
+        return StartPoint(StartFrom(None, 0))
     if state.kind == "now":
-        return StartFrom(state.turn.id if state.turn else None, session.version), None
+        return StartPoint(StartFrom(state.turn.id if state.turn else None, session.version))
     turn = state.turn
     assert turn is not None  # after, step and input states are their turn's
-    if state.kind == "step":
-        raise not_supported("a run from a checkpoint inside a run (between its steps)")
     if state.kind == "after":
-        return StartFrom(turn.id, threads.version_after(turn)), None
+        return StartPoint(StartFrom(turn.id, threads.version_after(turn)))
     parent = next((t for t in turns if t.id == turn.parent_id), None)
+    record = state.record or {}
+    step = int(record.get("step", -1))
+    if state.kind == "step" and any("path" in task for task in record.get("tasks") or ()):
+        # A sent task's argument is not recorded: it could not be run again.
+        raise not_supported("a checkpoint whose tasks were sent (Send), inside a run")
+    inside = StartFrom(
+        parent.id if parent else None, threads.version_after(parent) if parent else 0, inside=turn.id, step=step
+    )
+    origin = {"turn_id": str(turn.id), "step": step}
+    if state.kind == "step":
+        return StartPoint(inside, origin)
     again = {k: turn.request[k] for k in ("text", "input", *REQUEST_OPTIONS) if k in turn.request}
-    return StartFrom(parent.id if parent else None, threads.version_after(parent) if parent else 0), again or None
+    return StartPoint(inside, origin, again or None)
 
 
 def _stamp(assistant: run_config.RunAssistant) -> dict[str, str]:
@@ -226,19 +255,24 @@ async def _start(
     *,
     stateless: bool,
 ) -> StartedRun:
-    start_from, again = await db(start_point, owner=owner, key=key, ref=ref) if ref is not None else (None, None)
+    point = await db(start_point, owner=owner, key=key, ref=ref) if ref is not None else None
+    start_from = point.start_from if point is not None else None
+    origin = point.origin if point is not None else None
+    if point is not None and point.again is not None and (command is not None or body.input is None):
+        # A run's input checkpoint, given no new input: from that run's parent.
+        start_from, origin = point.parent, None
     if command is not None:
         request = dict(command)
-    elif again is not None:
-        if body.input is not None:
-            raise not_supported("input on a checkpoint before a reply (that is a regenerate: send no input)")
-        request = dict(again)
+    elif point is not None and point.again is not None and body.input is None:
+        request = dict(point.again)  # a regenerate: the run's request again
     elif body.input is None:
         # No input: go on from where the thread stopped (a breakpoint, a
         # state update with tasks left), or, with nothing to run, change nothing.
         request = {"input": None}
     else:
         request = input_request(body.input, shape)
+    if origin is not None:
+        request[FROM_STEP] = origin
     # The thread's key, which checkpoints streamed by the run name (turns_app.stream_parts).
     request["protocol"] = {**protocol, "thread_id": key}
     strategy = getattr(body, "multitask_strategy", "enqueue")

@@ -259,7 +259,9 @@ class ThreadStateSearch(_In):
 
 class ThreadStateUpdate(_In):
     values: Any = Field(None, description="any channels of the graph, through their reducers")
-    checkpoint: CheckpointIn | None = Field(None, description="the state you read: the update applies only to it")
+    checkpoint: CheckpointIn | None = Field(
+        None, description="the checkpoint the update applies to: the current one, or an earlier one to fork from"
+    )
     checkpoint_id: StrictStr | None = Field(None, max_length=ID_MAX)
     as_node: StrictStr | None = Field(None, max_length=ID_MAX, description="the node the update is written as")
 

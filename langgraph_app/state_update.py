@@ -4,11 +4,14 @@ LangGraph's own `aupdate_state` on the thread's committed state
 (turns_app.graph_input): any channels of the graph, written as `as_node`
 (or the node LangGraph infers), through each channel's reducer. An update
 that leaves tasks to run (`as_node` with nodes after it) pauses the thread
-there; a run with no input goes on from it. Conditional on the checkpoint
-the client names (docs/agent-protocol.md, "State updates")."""
+there; a run with no input goes on from it. At the current checkpoint it
+is conditional on the thread still being there; at an earlier one it forks
+from it: the update is applied to that state and its commit makes the
+result the thread's head (docs/agent-protocol.md, "State updates")."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from core.asyncdb import db
@@ -19,23 +22,37 @@ from langgraph_app import threads
 from langgraph_app.errors import not_supported
 from langgraph_app.ids import CheckpointRef, checkpoint_ref
 from langgraph_app.run_input import check_messages
+from langgraph_app.runs import StartPoint, start_point
 from langgraph_app.schemas import ThreadStateUpdate
 from sessions_app import selectors as sessions
 from turns_app.execution import TurnRun, await_turn, start_turn
 from turns_app.services import check_idempotency_key
+from turns_app.types import FROM_STEP
 
 END = "__end__"
 
 
-def _expected_version(owner: str, key: str, ref: CheckpointRef | None) -> tuple[int, str, list[dict[str, Any]]]:
-    """The version the update applies at, the thread's graph and its form."""
+@dataclass(frozen=True)
+class _At:
+    """Where the update applies: at the thread's current state (the
+    version it must still be at), or, forking, at an earlier checkpoint."""
+
+    graph: str
+    form: list[dict[str, Any]]
+    expected_version: int | None = None
+    point: StartPoint | None = None
+
+
+def _where(owner: str, key: str, ref: CheckpointRef | None) -> _At:
     session = threads.thread_of(owner=owner, key=key)
     if ref is None:
-        return session.version, session.graph, session.form
-    # Only the current state's checkpoint is the session's version; -1
-    # matches none (a state of another epoch, an earlier one).
+        return _At(session.graph, session.form, session.version)
     current = threads.current_state(session, threads.states_of(session, threads.finished_turns(session)))
-    return (session.version if current.ref == ref else -1), session.graph, session.form
+    if current.ref == ref:
+        return _At(session.graph, session.form, session.version)
+    # An earlier checkpoint (404 if the thread has none): LangGraph forks
+    # from it, and so does this update's commit.
+    return _At(session.graph, session.form, point=start_point(owner=owner, key=key, ref=ref))
 
 
 def _checked(payload: ThreadStateUpdate, shape: GraphShape, form: list[dict[str, Any]]) -> dict[str, Any]:
@@ -78,21 +95,27 @@ async def update_state(
         raise not_supported("a subgraph checkpoint (checkpoint_ns)")
     raw = checkpoint.checkpoint_id if checkpoint is not None else payload.checkpoint_id
     ref = checkpoint_ref(raw) if raw else None
-    expected, graph, form = await db(_expected_version, owner=owner, key=key, ref=ref)
-    shape = await db(shape_for, name=graph)
-    request = {"state": _checked(payload, shape, form), "protocol": {"stream_mode": []}}
+    at = await db(_where, owner=owner, key=key, ref=ref)
+    shape = await db(shape_for, name=at.graph)
+    request: dict[str, Any] = {"state": _checked(payload, shape, at.form), "protocol": {"stream_mode": []}}
+    if at.point is not None and at.point.origin is not None:
+        request[FROM_STEP] = at.point.origin
     try:
         started = await start_turn(
             owner=owner,
             key=key,
             request=request,
             idempotency_key=idempotency_key,
-            expected_version=expected,
+            expected_version=at.expected_version,
+            start_from=at.point.start_from if at.point is not None else None,
             deltas=False,
         )
     except VersionConflict as conflict:
         raise VersionConflict("the thread is no longer at that checkpoint", details=conflict.details) from None
     if isinstance(started, TurnRun):
         await await_turn(started)
-    state = await db(threads.thread_state, owner=owner, key=key)
+    # The update's own state (a replay answers the same), else the thread's.
+    state = await db(threads.state_after_turn, owner=owner, key=key, turn_id=started.turn_id)
+    if state is None:
+        state = await db(threads.thread_state, owner=owner, key=key)
     return {"checkpoint": state["checkpoint"]}

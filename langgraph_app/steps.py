@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, messages_from_dict
+from langgraph.graph.message import add_messages
+from langgraph.pregel import Pregel
 
-from graphs.runtime.registry import MESSAGES
-from turns_app.graph_input import with_message_ids
+from graphs.runtime.registry import MESSAGES, GraphShape
+from turns_app.graph_input import folded, with_message_ids
 from turns_app.native_json import message_json
 from turns_app.types import final_step
 
@@ -60,6 +62,33 @@ class Conversation:
             else:
                 out.append(ref)
         return out
+
+
+def with_input(built: tuple[Pregel, GraphShape] | None, values: dict[str, Any], turn: Any) -> dict[str, Any]:
+    """`values` (the state a run started from) with its protocol input
+    applied as the run applied it: each channel by its own reducer,
+    `add_messages` for the messages, which carry the ids the run gave them
+    (turns_app's graph_input). For a graph no longer registered (`built`
+    None), only the messages are added (by `add_messages`) and the other
+    channels stay as they were."""
+    given = dict(turn.request["input"])
+    if MESSAGES in given:
+        given[MESSAGES] = with_message_ids(given[MESSAGES], turn.id)
+    state = {**values, MESSAGES: messages_from_dict([{"type": m["type"], "data": m} for m in values[MESSAGES]])}
+    if built is not None:
+        state = folded(built[0], state, given, built[1])
+    elif MESSAGES in given:
+        state[MESSAGES] = add_messages(state[MESSAGES], given[MESSAGES])
+    return {**state, MESSAGES: [message_json(m) for m in state[MESSAGES] or []]}
+
+
+def given_to(built: tuple[Pregel, GraphShape] | None, values: dict[str, Any], turn: Any) -> dict[str, Any]:
+    """A run's input state, `values` being the state it started from: its
+    text as one more message, or its input through the reducers."""
+    if "text" in turn.request:
+        human = HumanMessage(content=turn.request["text"], id=f"{turn.id}:user")
+        return {**values, MESSAGES: [*values[MESSAGES], message_json(human)]}
+    return with_input(built, values, turn) if turn.request.get("input") is not None else values
 
 
 def step_of(kind: str, record: dict[str, Any] | None, turn: Any) -> int:

@@ -28,8 +28,7 @@ from uuid import UUID
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
-from langchain_core.messages import HumanMessage, messages_from_dict
-from langgraph.graph.message import add_messages
+from langchain_core.messages import HumanMessage
 from langgraph.pregel import Pregel
 
 from core.errors import SessionNotFound
@@ -43,7 +42,7 @@ from turns_app import graph_input
 from turns_app import selectors as turn_selectors
 from turns_app.native_json import message_json
 from turns_app.selectors import AgentTurn
-from turns_app.types import final_step, step_ref
+from turns_app.types import FROM_STEP, final_step, step_ref
 
 SOURCE = {"start": "input", "input": "input", "after": "loop", "step": "loop", "now": "update"}
 
@@ -131,7 +130,8 @@ def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
 
     found = [start]
     for turn in turns:
-        found += _turn_states(turn, after(turn.parent_id))
+        origin = _origin(turn, by_id)
+        found += _turn_states(turn, origin.ref if origin is not None else after(turn.parent_id))
     head_turn = by_id.get(session.head_turn_id) if session.head_turn_id is not None else None
     head = after(session.head_turn_id)
     if session.version != (head_turn.version if head_turn is not None else 0):
@@ -145,6 +145,21 @@ def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
         kept = [s for s in found if s.ref >= floor]
         found = [s if s.parent is None or s.parent >= floor else replace(s, parent=None) for s in kept]
     return sorted(found, key=lambda s: s.ref, reverse=True)
+
+
+def _origin(turn: AgentTurn, by_id: dict[UUID, AgentTurn]) -> State | None:
+    """The checkpoint inside an earlier run a turn started from (the
+    request's FROM_STEP): its first state's parent (None: the state after
+    its parent turn)."""
+    origin = turn.request.get(FROM_STEP)
+    within = by_id.get(UUID(origin["turn_id"])) if isinstance(origin, dict) else None
+    if within is None:
+        return None
+    assert origin is not None
+    step = int(origin["step"])
+    ref = step_ref(within.epoch, within.base_version, within.number, step)
+    record = next((r for r in within.steps or () if int(r["step"]) == step), None)
+    return State(ref, "step" if record is not None else "input", within, None, None, record)
 
 
 def _turn_states(turn: AgentTurn, parent: CheckpointRef) -> list[State]:
@@ -214,6 +229,10 @@ def values_of(
         return step_json.step_values(state.record, final, conversation)
     if state.kind == "input":
         assert turn is not None  # an input state is its turn's
+        origin = _origin(turn, by_id)
+        if origin is not None and origin.kind == "step":  # the input applied to a step inside an earlier run
+            values = values_of(session, origin, by_id, messages_of)
+            return step_json.given_to(built_graph(session.graph), values, turn)
         base = by_id.get(turn.parent_id) if turn.parent_id is not None else None
         messages = read(base.id if base else None)
         if "text" in turn.request:
@@ -235,26 +254,8 @@ def values_of(
     if FORM in channels:
         values[FORM] = session.form
     if state.kind == "input" and turn is not None and turn.request.get("input") is not None:
-        values = with_input(session, values, turn)
+        values = step_json.with_input(built_graph(session.graph), values, turn)
     return values
-
-
-def with_input(session: AgentSession, values: dict[str, Any], turn: AgentTurn) -> dict[str, Any]:
-    """`values` (the parent state) with a protocol input applied as its run
-    applied it: each channel by its own reducer, `add_messages` for the
-    messages, which carry the ids the run gave them (turns_app's
-    graph_input). For a graph no longer registered, only the messages are
-    added (by `add_messages`) and the other channels stay the parent's."""
-    given = dict(turn.request["input"])
-    if MESSAGES in given:
-        given[MESSAGES] = graph_input.with_message_ids(given[MESSAGES], turn.id)
-    state = {**values, MESSAGES: messages_from_dict([{"type": m["type"], "data": m} for m in values[MESSAGES]])}
-    built = built_graph(session.graph)
-    if built is not None:
-        state = graph_input.folded(built[0], state, given, built[1])
-    elif MESSAGES in given:
-        state[MESSAGES] = add_messages(state[MESSAGES], given[MESSAGES])
-    return {**state, MESSAGES: [message_json(m) for m in state[MESSAGES] or []]}
 
 
 def _business(session: AgentSession, turn: AgentTurn | None) -> tuple[dict[str, Any], str, dict[str, Any]]:

@@ -118,9 +118,13 @@ def folded(graph: Pregel, state: dict[str, Any], given: dict[str, Any], shape: G
     return out
 
 
-def command_of(request: dict[str, Any], row: dict[str, Any], *, resumable: bool) -> Command | None:
+def command_of(
+    request: dict[str, Any], row: dict[str, Any], *, resumable: bool, pending: list[str] | None = None
+) -> Command | None:
     """The request's Command, the session row's business channels in its
-    update (the client's own update wins)."""
+    update (the client's own update wins). `pending`: the tasks the state
+    it starts from had left to run, which a Command runs beside its goto
+    (LangGraph resumes a checkpoint's tasks under a Command)."""
     if "resume" in request:
         return Command(resume=request["resume"], update=row or None)
     spec = request.get("command") or {}
@@ -135,7 +139,9 @@ def command_of(request: dict[str, Any], row: dict[str, Any], *, resumable: bool)
         else:  # [(key, value), …]
             named = {pair[0] for pair in update}
             update = [*((k, v) for k, v in row.items() if k not in named), *update]
-    kwargs: dict[str, Any] = {"update": update, "goto": spec.get("goto") or ()}
+    goto = spec.get("goto") or []
+    goto = [goto] if isinstance(goto, str) else list(goto)
+    kwargs: dict[str, Any] = {"update": update, "goto": [*(pending or ()), *goto]}
     if "resume" in spec and resumable:
         kwargs["resume"] = spec["resume"]
     if kwargs["update"] is None and not kwargs["goto"] and "resume" not in kwargs:
@@ -163,6 +169,11 @@ async def prepare(
     kind = request_kind(claim.request)
     paused = claim.interrupt is not None
     row = from_row(claim, shape)
+    # From a step inside an earlier run (`prior` is then its messages): the
+    # tasks it had left to run are run by a Command or no input, as LangGraph
+    # resumes a checkpoint's; a new input drops them, as there.
+    step = claim.step_start
+    pending = step.pending if step is not None else []
     if kind == "state":
         spec = claim.request["state"]
         values = spec.get("values")
@@ -170,9 +181,10 @@ async def prepare(
             values = {**values, MESSAGES: with_message_ids(values[MESSAGES], claim.turn_id)}
         if not paused:
             await seed(graph, config, committed_state(claim, shape, prior))
-        return None, StateWrite(values, spec.get("as_node"))
+        as_node = spec.get("as_node") or (step.as_node if step is not None and values is not None else None)
+        return None, StateWrite(values, as_node)
     if kind in ("resume", "command"):
-        command = command_of(claim.request, row, resumable=paused)
+        command = command_of(claim.request, row, resumable=paused, pending=pending)
         if not paused:
             await seed(graph, config, committed_state(claim, shape, prior))
         return command, None
@@ -181,9 +193,11 @@ async def prepare(
         if given is None:  # go on from the pause (a breakpoint, or `update_state` with tasks to run)
             return (Command(update=row) if row else None), None
         return {**row, **given}, None
-    if given is None:  # no input and nothing waiting: nothing runs, nothing changes
+    if given is None:
         await seed(graph, config, committed_state(claim, shape, prior))
-        return None, StateWrite(None, None)
+        if pending:  # the tasks the step had left
+            return Command(goto=pending), None
+        return None, StateWrite(None, None)  # nothing waiting: nothing runs, nothing changes
     state = committed_state(claim, shape, prior)
     if kind == "text":
         # One new message with an id of its own: `add_messages` would append

@@ -83,6 +83,11 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
     graph = await graph_for_run(claim.graph, saver, config, protocol.get("context"))
     shape = shape_of(graph)
     prior = await history.conversation(claim.session_id, claim.parent_id)
+    start = None
+    if claim.step_start is not None:
+        # A step inside an earlier run: its messages, from that run's conversation.
+        ran = await history.conversation(claim.session_id, claim.step_start.turn_id)
+        start = step_records.step_messages(claim.step_start.record, ran)
     if claim.interrupt is not None:
         # From the checkpoint the pause committed: a later run on the thread
         # that failed to commit may have left newer ones.
@@ -101,7 +106,7 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
     saver.begin(thread_id, fresh=claim.interrupt is None)
     try:
         with effects.running(context):
-            run_input, write = await graph_input.prepare(claim, graph, shape, prior, config)
+            run_input, write = await graph_input.prepare(claim, graph, shape, prior if start is None else start, config)
             # What was there before the run (a seed, the pause it resumes) is
             # not one of its checkpoints.
             known = saver.checkpoint_ids(thread_id)

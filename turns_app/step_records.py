@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, messages_from_dict
 from langgraph.types import StateSnapshot
 
 from core.asyncdb import db
@@ -28,7 +28,7 @@ from graphs.runtime.registry import MESSAGES
 from turns_app.graph_outcome import shown
 from turns_app.history import dump_messages
 from turns_app.models import AgentTurn
-from turns_app.types import CheckpointRef, Claim, final_step, step_ref
+from turns_app.types import FROM_STEP, CheckpointRef, Claim, final_step, step_ref
 
 # LangGraph's task that writes a run's input, and a task's usual path.
 START = "__start__"
@@ -141,14 +141,36 @@ def _task(task: Any, positions: dict[str, int]) -> dict[str, Any]:
     return out
 
 
+def step_messages(record: dict[str, Any], final: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """A step's messages, from its record and its turn's final conversation
+    (what `_record` wrote): the first n of it, or its messages by id and
+    the ones it does not hold whole."""
+    if "message_count" in record:
+        return list(final[: int(record["message_count"])])
+    by_id = {m.id: m for m in final if m.id}
+    out: list[BaseMessage] = []
+    for ref in record.get("messages") or ():
+        if isinstance(ref, str) and ref in by_id:
+            out.append(by_id[ref])
+        elif isinstance(ref, dict) and isinstance(ref.get("data"), dict):
+            out += messages_from_dict([ref])
+    return out
+
+
 # --- the ids a run streams ------------------------------------------------------------
 
 
-def start_ref(*, epoch: int, base_version: int, parent_id: Any, rewinds: bool) -> CheckpointRef:
+def start_ref(
+    *, epoch: int, base_version: int, parent_id: Any, rewinds: bool, inside: dict[str, Any] | None = None
+) -> CheckpointRef:
     """The public id of the state a turn starts from: its parent turn's last
     checkpoint (the epoch's start without one), or, when the session had
-    moved on from there without a turn (fields set), that state, as the
-    protocol's history names them (langgraph_app.threads)."""
+    moved on from there without a turn (fields set), that state, or the
+    step inside a later run it was started from (`inside`, the request's
+    `from`), as the protocol's history names them (langgraph_app.threads)."""
+    if inside is not None:
+        within = AgentTurn.objects.only("base_version", "number").get(pk=inside["turn_id"])
+        return step_ref(epoch, within.base_version, within.number, int(inside["step"]))
     if parent_id is None:
         after = CheckpointRef(epoch, 0, 0)
         version = 0
@@ -181,6 +203,7 @@ class StreamIds:
                 base_version=claim.base_version,
                 parent_id=claim.parent_id,
                 rewinds=claim.rewinds,
+                inside=claim.request.get(FROM_STEP),
             )
             self._start = ref.id
         return self._start

@@ -67,14 +67,43 @@ class Replay:
     body: str
 
 
+# A turn request's key naming the checkpoint inside an earlier run the turn
+# started from ({"turn_id", "step"}; step -1: that run's input): its
+# history's first state has that checkpoint as its parent.
+FROM_STEP = "from"
+
+
 @dataclass(frozen=True)
 class StartFrom:
     """A committed state a turn starts from instead of the session's
     current one: just after `turn_id` (None: the start) at session
-    `version` (a state the session was in)."""
+    `version` (a state the session was in) — or, with `inside`, the state
+    at LangGraph `step` of that finished turn, whose parent `turn_id` is
+    (-1: its input checkpoint, where LangGraph drops the input still to
+    run, so the state is the parent's)."""
 
     turn_id: UUID | None
     version: int
+    inside: UUID | None = None
+    step: int | None = None
+
+
+@dataclass(frozen=True)
+class StepStart:
+    """The step inside an earlier run a turn starts from: that turn's id and
+    its record of the step (turns_app.step_records: `next`, the messages
+    and channels by reference to the turn's final state), and the node
+    LangGraph would take a state update there to be written by (None: it
+    cannot tell)."""
+
+    turn_id: UUID
+    record: dict[str, Any]
+    as_node: str | None = None
+
+    @property
+    def pending(self) -> list[str]:
+        """The tasks the step had left to run."""
+        return list(self.record.get("next") or ())
 
 
 @dataclass(frozen=True)
@@ -109,6 +138,8 @@ class Claim:
     rewinds: bool = False
     # The session's owner: a graph's store namespaces are the owner's.
     owner: str = ""
+    # A turn started from a step inside an earlier run (`rewinds` too).
+    step_start: StepStart | None = None
 
     @property
     def resume(self) -> bool:

@@ -214,22 +214,25 @@ async def test_edit_and_regenerate_from_history_checkpoints(servers, alice):
         turns = await orm(lambda: list(AgentTurn.objects.filter(session__key=tid).order_by("number")))
         assert [t.superseded_at is not None for t in turns] == [False, True, True, False]
 
-        # State updates are conditional on the checkpoint read.
+        # A state update at the current checkpoint moves it on; at one the
+        # thread has moved on from, it forks from there.
         current = await client.threads.get_state(tid)
         moved = await client.threads.update_state(
             tid, {"fields": {"party_size": 3}}, checkpoint_id=current["checkpoint"]["checkpoint_id"]
         )
         assert moved["checkpoint"]["checkpoint_id"] > current["checkpoint"]["checkpoint_id"]
         assert (await client.threads.get_state(tid))["values"]["fields"]["party_size"] == 3
-        with pytest.raises(ConflictError):
-            await client.threads.update_state(
-                tid, {"fields": {"party_size": 5}}, checkpoint_id=current["checkpoint"]["checkpoint_id"]
-            )
+        await client.threads.update_state(
+            tid, {"fields": {"party_size": 5}}, checkpoint_id=current["checkpoint"]["checkpoint_id"]
+        )
+        forked = await client.threads.get_state(tid)
+        assert forked["parent_checkpoint"]["checkpoint_id"] == current["checkpoint"]["checkpoint_id"]
+        assert forked["values"]["fields"]["party_size"] == 5
         with pytest.raises(UnprocessableEntityError):
             await client.threads.update_state(tid, {"no_such_channel": []})
         with pytest.raises(UnprocessableEntityError):
             await client.threads.update_state(tid, {"fields": {"party_size": "many"}})
-        assert (await client.threads.get_state(tid))["values"]["fields"]["party_size"] == 3
+        assert (await client.threads.get_state(tid))["values"]["fields"]["party_size"] == 5
 
 
 async def test_errors_and_multitask_strategies(servers, alice, bob):

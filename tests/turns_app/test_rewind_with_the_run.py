@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from langgraph_app.runs import start_point
 from sessions_app.models import AgentSession
 from tests.fixtures.runners import orm
 from tests.fixtures.turns import pause_booking
@@ -16,7 +17,7 @@ from tests.turns_app.test_interrupts_and_history import checkpoint_rows
 from turns_app.execution import TurnRun, await_turn, start_turn
 from turns_app.models import AgentTurn
 from turns_app.services import turn_abort, turn_cancel, turn_claim
-from turns_app.types import StartFrom
+from turns_app.types import FROM_STEP, StartFrom, step_ref
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,3 +66,38 @@ async def test_a_run_from_an_earlier_state_rewinds_with_its_commit(api, script):
     assert await orm(checkpoint_rows) == 0
     refused = await api.call("POST", "/sessions/b1/turns", {"resume": {"action": "approve"}})
     assert refused.status_code == 409 and json.loads(refused.content)["error"]["code"] == "interrupt_resolved"
+
+
+@pytest.mark.parametrize("kind", ["run", "state update"])
+async def test_a_turn_from_a_step_inside_a_run_that_is_cancelled_changes_nothing(api, script, kind):
+    """From a checkpoint between a run's steps, as the Agent Protocol names
+    it: claimed from the state rebuilt from the step's record, while the
+    session still waits on its pause; cancelled, it leaves the version, the
+    head, the pause and its checkpoints as they were."""
+    paused = await pause_booking(api, "b1")
+    turn = await orm(AgentTurn.objects.get, pk=paused["turn_id"])
+    inside = [r for r in turn.steps[:-1] if r["source"] == "loop"]
+    assert inside, turn.steps
+    ref = step_ref(turn.epoch, turn.base_version, turn.number, int(inside[-1]["step"]))
+    point = await orm(start_point, owner="alice", key="b1", ref=ref)
+    assert (point.start_from.inside, point.origin) == (turn.id, {"turn_id": str(turn.id), "step": inside[-1]["step"]})
+    before = await orm(snapshot, key="b1")
+    rows = await orm(checkpoint_rows)
+    request = HELLO if kind == "run" else {"state": {"values": {"fields": {}}, "as_node": None}, "protocol": {}}
+    claim = await orm(
+        turn_claim,
+        owner="alice",
+        key="b1",
+        request={**request, FROM_STEP: point.origin},
+        idempotency_key=None,
+        start_from=point.start_from,
+    )
+    assert claim.rewinds and claim.interrupt is None and claim.parent_id is None
+    assert claim.step_start is not None and claim.step_start.pending == inside[-1]["next"]
+    assert await orm(snapshot, key="b1") == before
+    await orm(turn_cancel, owner="alice", key="b1", turn_id=claim.turn_id)
+    assert await orm(snapshot, key="b1") == before
+    assert await orm(checkpoint_rows) == rows
+    resumed = await api.call("POST", "/sessions/b1/turns", {"resume": {"action": "approve"}})
+    assert resumed.status_code == 200, resumed.content
+    assert json.loads(resumed.content)["status"] == "committed"

@@ -21,8 +21,10 @@ from core.errors import (
     SessionBusy,
     SessionNotFound,
     TurnInProgress,
+    TurnNotFound,
     VersionConflict,
 )
+from graphs.runtime.registry import FIELDS, STAGE
 from sessions_app.selectors import check_session_key
 from sessions_app.services import (
     LockedSession,
@@ -34,18 +36,21 @@ from sessions_app.services import (
     session_lock,
 )
 from turns_app import known_sessions
+from turns_app.graph_input import NOT_CARRIED
 from turns_app.models import FINISHED, AgentTurn
 from turns_app.services.event_rows import event_rows, events_statements
 from turns_app.services.idempotency import request_digest
 from turns_app.services.lease import expire_dead_turn
 from turns_app.services.session_history import history_turn
-from turns_app.types import Claim, Replay, StartFrom, TurnEvent, needs_pause, stream_modes_of
+from turns_app.types import Claim, Replay, StartFrom, StepStart, TurnEvent, needs_pause, stream_modes_of
 from turns_app.wakeups import wake_followers
 
 if TYPE_CHECKING:
     from sessions_app.selectors import AgentSession
 
 TURNS = AgentTurn._meta.db_table
+# LangGraph's task that writes a run's input.
+START = "__start__"
 # The table a turn's session key points at: AgentSession's (sessions_app's
 # model, which this app does not import).
 SESSIONS = AgentTurn._meta.get_field("session").target_field.model._meta.db_table
@@ -144,15 +149,15 @@ def turn_claim(
             _switch_graph(locked, graph)
         head_values, last_number = (None, None) if session.created_here else claim_reads(locked)
         start = None
-        if start_from is not None and (start_from.turn_id, start_from.version) != (
-            session.head_turn_id,
-            session.version,
+        if start_from is not None and (
+            start_from.inside is not None
+            or (start_from.turn_id, start_from.version) != (session.head_turn_id, session.version)
         ):
             # The run starts from an earlier committed state; the session is
             # rewound to it only by the run's commit, so a run that fails or
             # is cancelled leaves the session as it was (a pending interrupt
             # included).
-            start = _Start(history_turn(session, start_from.turn_id), session.DEFAULT_STAGE)
+            start = _start_at(session, start_from)
             head_values = start.values
             if resume:
                 raise InterruptResolved()  # a committed state earlier than the pause waits for nothing
@@ -187,27 +192,60 @@ def turn_claim(
 
 @dataclass(frozen=True)
 class _Start:
-    """The earlier committed state a turn starts from: just after `turn`
-    (None: the start of the epoch)."""
+    """The earlier committed state a turn starts from: just after turn
+    `turn_id` (None: the start of the epoch), or at a step inside a later
+    run (`step`), with that state's carried values, fields and stage."""
 
-    turn: AgentTurn | None
-    default_stage: str
+    turn_id: Any
+    values: dict[str, Any] | None
+    fields: dict[str, Any]
+    stage: str
+    step: StepStart | None = None
 
-    @property
-    def turn_id(self) -> Any:
-        return self.turn.id if self.turn is not None else None
 
-    @property
-    def values(self) -> dict[str, Any] | None:
-        return self.turn.values if self.turn is not None else None
+def _after(session: AgentSession, turn: AgentTurn | None) -> _Start:
+    if turn is None:
+        return _Start(None, None, {}, session.DEFAULT_STAGE)
+    return _Start(turn.id, turn.values, turn.fields or {}, turn.stage or session.DEFAULT_STAGE)
 
-    @property
-    def fields(self) -> dict[str, Any]:
-        return (self.turn.fields if self.turn is not None else None) or {}
 
-    @property
-    def stage(self) -> str:
-        return (self.turn.stage if self.turn is not None else None) or self.default_stage
+def _start_at(session: AgentSession, start_from: StartFrom) -> _Start:
+    """The state `start_from` names. One inside a finished run is rebuilt
+    from that run's record of the step: its final channels with the
+    step's own over them (docs/agent-protocol.md, "History"); the run's
+    input checkpoint is its parent's state (the input still to run is
+    dropped, as LangGraph drops it)."""
+    if start_from.inside is None:
+        return _after(session, history_turn(session, start_from.turn_id))
+    inner = AgentTurn.objects.filter(
+        pk=start_from.inside, session=session, epoch=session.epoch, status__in=FINISHED
+    ).first()
+    if inner is None:
+        raise TurnNotFound("no finished run with this id in the session")
+    parent = AgentTurn.objects.filter(pk=inner.parent_id).first() if inner.parent_id is not None else None
+    base = _after(session, parent)
+    if start_from.step is None or start_from.step < 0:
+        return base
+    records = inner.steps or []
+    # The last record is the state after the run: a start of its own.
+    index = next((i for i, r in enumerate(records[:-1]) if int(r["step"]) == start_from.step), None)
+    if index is None:
+        raise TurnNotFound("the run has no such step between its input and its end")
+    record = records[index]
+    changed = record.get("values") or {}
+    absent = set(record.get("absent") or ())
+    values = {k: v for k, v in (inner.values or {}).items() if k not in absent}
+    values.update({k: v for k, v in changed.items() if k not in NOT_CARRIED})
+    # The node LangGraph takes an update there to be written by: the one
+    # that ran last, when a single one did.
+    ran = [t["name"] for t in records[index - 1].get("tasks") or () if t["name"] != START] if index else []
+    return _Start(
+        base.turn_id,
+        values,
+        changed.get(FIELDS, inner.fields) or {},
+        changed.get(STAGE, inner.stage) or session.DEFAULT_STAGE,
+        StepStart(inner.id, record, ran[0] if len(ran) == 1 else None),
+    )
 
 
 def _new_turn(
@@ -261,6 +299,7 @@ def _claim_of(
         stream_modes=stream_modes_of(turn.request),
         rewinds=start is not None,
         owner=session.owner,
+        step_start=start.step if start is not None else None,
     )
 
 
