@@ -265,11 +265,13 @@ def _business(session: AgentSession, turn: AgentTurn | None) -> tuple[dict[str, 
 
 
 def messages_up_to(turn_id: UUID | None) -> list[dict[str, Any]]:
-    out = []
-    for stored in turn_selectors.message_list(head_turn_id=turn_id):
-        data = dict(stored.get("data") or {})
+    return _message_data(turn_selectors.message_list(head_turn_id=turn_id))
+
+
+def _message_data(stored_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = [dict(stored.get("data") or {}) for stored in stored_messages]
+    for data, stored in zip(out, stored_messages, strict=True):
         data.setdefault("type", stored.get("type"))
-        out.append(data)
     return out
 
 
@@ -377,14 +379,18 @@ def thread_state(*, owner: str, key: str, ref: CheckpointRef | None = None) -> d
 
 
 def turn_values(*, owner: str, key: str, turn_id: UUID) -> dict[str, Any]:
-    """The state values just after a finished turn (a wait/join answer)."""
+    """The state values just after a finished turn (a wait/join answer): read from that turn
+    and the cache's conversation, so no dearer on a long thread (docs/scale.md, "CPU")."""
     session = thread_of(owner=owner, key=key)
-    turns = finished_turns(session)
-    turn = next((t for t in turns if t.id == turn_id), None)
+    turn = turn_selectors.turn_finished(session=session, turn_id=turn_id)
     if turn is None:
         raise run_not_found(turn_id)
     state = State(CheckpointRef(turn.epoch, turn.version or 0, 2 * turn.number), "after", turn, None, turn.finished_at)
-    return values_of(session, state, {t.id: t for t in turns})
+
+    def messages_of(head: UUID | None) -> list[dict[str, Any]]:
+        return _message_data(turn_selectors.stored_messages(session_id=session.id, head_turn_id=head))
+
+    return values_of(session, state, {turn.id: turn}, messages_of)  # an "after" state reads no other turn
 
 
 def state_after_turn(*, owner: str, key: str, turn_id: UUID) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -149,44 +150,77 @@ def _text(content: Any) -> str:
 # --- this process's cache of recent conversations ----------------------------------------
 
 
+@dataclass
+class _Entry:
+    head_turn_id: UUID | None
+    messages: list[BaseMessage]
+    size: int
+    # The stored form (message_to_dict) of the first len(stored) messages,
+    # made when an answer asked for it (`ConversationCache.stored`).
+    stored: list[dict[str, Any]] = field(default_factory=list)
+
+
 class ConversationCache:
     """The message objects of recent sessions' heads, so a turn does not
-    rebuild (about 3.5 µs a message) what the previous one ended with. Keyed
-    by the head turn, whose chain never changes once committed: any process
-    may commit in between, and a stale entry is simply a miss. Bounded by
-    an estimate of the bytes it holds."""
+    rebuild (about 3.5 µs a message) what the previous one ended with, and
+    their stored form once an answer showed it. Keyed by the head turn,
+    whose chain never changes once committed: any process may commit in
+    between, and a stale entry is simply a miss. Bounded by an estimate of
+    the bytes it holds."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._entries: OrderedDict[UUID, tuple[UUID | None, list[BaseMessage], int]] = OrderedDict()
+        self._entries: OrderedDict[UUID, _Entry] = OrderedDict()
         self._bytes = 0
 
     def get(self, session_id: UUID, head_turn_id: UUID | None) -> list[BaseMessage] | None:
         with self._lock:
             entry = self._entries.get(session_id)
-            if entry is None or entry[0] != head_turn_id:
+            if entry is None or entry.head_turn_id != head_turn_id:
                 return None
             self._entries.move_to_end(session_id)
-            return list(entry[1])
+            return list(entry.messages)
+
+    def stored(self, session_id: UUID, head_turn_id: UUID | None) -> list[dict[str, Any]] | None:
+        """The conversation up to the head in its stored form (what
+        `chain_messages` reads; the caller copies what it changes), or None
+        if this is not the head held. Each message is dumped once, the first time it is asked for:
+        a thread's answers then cost what its last turns added, however long
+        the thread (docs/scale.md, "The hot path")."""
+        with self._lock:
+            entry = self._entries.get(session_id)
+            if entry is None or entry.head_turn_id != head_turn_id:
+                return None
+            self._entries.move_to_end(session_id)
+            added = entry.messages[len(entry.stored) :]
+            if added:
+                entry.stored += dump_messages(added)
+                grown = sum(_size(m) for m in added)
+                entry.size += grown
+                self._bytes += grown
+            out = list(entry.stored)
+            while self._bytes > self.max_bytes:
+                self._drop(next(iter(self._entries)))
+        return out
 
     def put(self, session_id: UUID, head_turn_id: UUID | None, messages: list[BaseMessage]) -> None:
         with self._lock:
             previous = self._entries.get(session_id)
         # A turn's conversation is the one it started from plus what it
-        # added: only the new messages are sized, so a commit's cost does not
-        # grow with the conversation (docs/scale.md).
-        known, size = 0, 0
+        # added: only the new messages are sized (and later dumped), so a
+        # commit's cost does not grow with the conversation (docs/scale.md).
+        known, size, stored = 0, 0, []
         if previous is not None:
-            before = previous[1]
+            before = previous.messages
             if len(before) <= len(messages) and all(map(operator.is_, before, messages)):
-                known, size = len(before), previous[2]
+                known, size, stored = len(before), previous.size, list(previous.stored)
         size += sum(_size(m) for m in messages[known:])
         with self._lock:
             self._drop(session_id)
             if size > self.max_bytes:
                 return
-            self._entries[session_id] = (head_turn_id, list(messages), size)
+            self._entries[session_id] = _Entry(head_turn_id, list(messages), size, stored)
             self._bytes += size
             while self._bytes > self.max_bytes:
                 self._drop(next(iter(self._entries)))
@@ -198,7 +232,7 @@ class ConversationCache:
     def _drop(self, session_id: UUID) -> None:
         entry = self._entries.pop(session_id, None)
         if entry is not None:
-            self._bytes -= entry[2]
+            self._bytes -= entry.size
 
 
 def _size(message: BaseMessage) -> int:

@@ -49,6 +49,23 @@ def turn_list_finished(*, session: AgentSession) -> list[AgentTurn]:
     return list(turns.defer("messages", "result", "effects").order_by("number"))
 
 
+def turn_finished(*, session: AgentSession, turn_id: UUID) -> AgentTurn | None:
+    """One committed or interrupted turn of the current epoch, without its
+    messages, result, effects and step records (the state after it), or None."""
+    turns = AgentTurn.objects.filter(pk=turn_id, session=session, epoch=session.epoch, status__in=FINISHED)
+    return turns.defer("messages", "result", "effects", "steps").first()
+
+
+def stored_messages(*, session_id: UUID, head_turn_id: UUID | None) -> list[dict[str, Any]]:
+    """`message_list` (not to be changed: copy what you change), from this
+    process's cache of the conversation when it holds that head (no read:
+    the cost is what the last turns added), else read from the turns."""
+    if head_turn_id is None:
+        return []
+    cached = history.cache().stored(session_id, head_turn_id)
+    return cached if cached is not None else message_list(head_turn_id=head_turn_id)
+
+
 def turn_list_newest_first(*, session: AgentSession) -> list[AgentTurn]:
     """The current epoch's turns, newest first, without their messages,
     result and values (the protocol's runs)."""

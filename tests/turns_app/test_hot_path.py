@@ -270,7 +270,7 @@ def test_a_commit_sizes_only_the_messages_its_turn_added(monkeypatch):
     cache.put(session, uuid.uuid4(), conversation)
     assert len(sized) == 100
     sized.clear()
-    longer = [*cache.get(session, cache._entries[session][0]), HumanMessage("next"), AIMessage("reply")]
+    longer = [*cache.get(session, cache._entries[session].head_turn_id), HumanMessage("next"), AIMessage("reply")]
     cache.put(session, uuid.uuid4(), longer)
     assert sized == longer[100:]
     assert cache._bytes == sum(real(m) for m in longer)
@@ -320,3 +320,32 @@ def test_no_index_of_the_turn_tables_copies_the_leading_columns_of_another():
                 other for other, more in indexed.items() if len(more) > len(columns) and more[: len(columns)] == columns
             ]
             assert not longer, (table, name, columns, longer)
+
+
+def test_the_stored_form_of_a_conversation_is_dumped_once_per_message(monkeypatch):
+    """A run's answer shows the conversation in its stored form: the cache
+    dumps each message the first time it is asked for, so the next turn's
+    answer dumps only what that turn added, and it equals what is stored."""
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+    dumped: list[object] = []
+    real = history.dump_messages
+
+    def dump(messages):
+        messages = list(messages)
+        dumped.extend(messages)
+        return real(messages)
+
+    monkeypatch.setattr(history, "dump_messages", dump)
+    cache = history.ConversationCache(max_bytes=10**7)
+    session, head = uuid.uuid4(), uuid.uuid4()
+    conversation: list[BaseMessage] = [HumanMessage(f"q{i}") if i % 2 == 0 else AIMessage(f"a{i}") for i in range(40)]
+    cache.put(session, head, conversation)
+    assert cache.stored(session, head) == real(conversation) and len(dumped) == 40
+    assert cache.stored(uuid.uuid4(), head) is None and cache.stored(session, uuid.uuid4()) is None
+    dumped.clear()
+    longer, next_head = [*conversation, HumanMessage("next"), AIMessage("reply")], uuid.uuid4()
+    cache.put(session, next_head, longer)
+    assert cache.stored(session, next_head) == real(longer)
+    assert dumped == longer[40:]
+    assert cache._bytes == sum(2 * history._size(m) for m in longer)  # objects and their stored form
