@@ -124,8 +124,8 @@ lint: $(DEV_STAMP) data-dir
 # the PostgreSQL at BENCH_POSTGRES_URL (default: the local one); a few minutes
 # with --peers none. With --peers (the default, all) it installs langgraph-api
 # and Aegra into their own virtualenvs under .bench-venvs/ (never into .venv)
-# and starts them: then about 45 minutes a round (--rounds N).
-# Tables on stdout, figures in artifacts/bench.json.
+# and starts them: then about 30 minutes for the default 3 rounds (--rounds N).
+# One table on stdout, figures in artifacts/bench.json.
 bench: $(DEV_STAMP)
 	$(VENV_PY) -m bench.run $(BENCH_ARGS)
 

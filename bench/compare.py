@@ -1,7 +1,7 @@
 """agentsite's `/langgraph/` beside the peers (bench.peers), through the SDK
-scenarios of bench.sdk: the second table `make bench` prints, its PASS /
-MISS lines against the targets of (docs/scale.md, "Targets"), and the
-`--profile` flame graph of agentsite under the 20 × 20 load."""
+scenarios of bench.sdk: its PASS / MISS lines against the targets of
+(docs/scale.md, "Targets") (its columns are in bench.report's table), and
+the `--profile` flame graph of agentsite under the 20 × 20 load."""
 
 from __future__ import annotations
 
@@ -19,32 +19,6 @@ from bench.sdk import SdkSizes, Target, many
 
 AGENTSITE = "agentsite"
 AGENTSITE_LABEL = "agentsite /langgraph/"
-
-ROWS = [
-    # (metric, label, the better value: "low" | "high" | None)
-    ("wait.p50_ms", "new thread + runs.wait: p50 ms", "low"),
-    ("wait.p95_ms", "new thread + runs.wait: p95 ms", "low"),
-    ("wait.cpu_ms", "new thread + runs.wait: server CPU ms per run", "low"),
-    ("wait.postgresql_cpu_ms", "new thread + runs.wait: PostgreSQL CPU ms per run", "low"),
-    ("wait.redis_cpu_ms", "new thread + runs.wait: Redis CPU ms per run", "low"),
-    ("stream.first.p50_ms", "runs.stream: first token ms (p50)", "low"),
-    ("stream.end.p50_ms", "runs.stream: end ms (p50)", "low"),
-    ("many.runs_per_s", "20 clients × 20 runs: runs/s", "high"),
-    ("many.p50_ms", "20 clients × 20 runs: p50 ms", "low"),
-    ("many.cpu_ms", "20 clients × 20 runs: server CPU ms per run", "low"),
-    ("many.postgresql_cpu_ms", "20 clients × 20 runs: PostgreSQL CPU ms per run", "low"),
-    ("many.redis_cpu_ms", "20 clients × 20 runs: Redis CPU ms per run", "low"),
-    ("contention.runs", "5 clients × 20 runs, one thread (enqueue): runs sent", None),
-    ("contention.committed", "5 clients × 20 runs, one thread: committed", None),
-    ("contention.lost", "5 clients × 20 runs, one thread: lost", None),
-    ("contention.duplicated", "5 clients × 20 runs, one thread: duplicated", None),
-    ("contention.refused", "5 clients × 20 runs, one thread: refused", None),
-    ("contention.p50_ms", "5 clients × 20 runs, one thread: p50 ms", "low"),
-    ("tools.p50_ms", "5-step tool run: p50 ms", "low"),
-    ("tools.cpu_ms", "5-step tool run: server CPU ms per run", "low"),
-    ("same.p50_ms", "200 runs, one thread: p50 ms", "low"),
-    ("same.last20_over_first20", "200 runs, one thread: last 20 ÷ first 20 (p50)", "low"),
-]
 
 
 def peer_target(peer: peers.Peer) -> Target:
@@ -77,39 +51,35 @@ def better_peer(columns: dict[str, dict[str, float]], metric: str, better: str) 
     return pick(values, key=lambda item: item[1])
 
 
-def render(columns: dict[str, dict[str, float]], targets: list[Target]) -> str:
-    names = [t.name for t in targets]
-    head = "| metric | " + " | ".join(t.label for t in targets) + " | agentsite ÷ better peer |"
-    lines = [head, "|" + "---|" * (len(targets) + 2)]
-    status = ["running" if not t.failure else f"**{t.failure}**" for t in targets]
-    lines.append("| server | " + " | ".join(status) + " | |")
-    for metric, label, better in ROWS:
-        if not any(metric in columns.get(n, {}) for n in names):
-            continue
-        cells = [f"{columns[n][metric]:.2f}" if metric in columns.get(n, {}) else "–" for n in names]
-        ratio = "–"
-        best = better_peer(columns, metric, better) if better else None
-        if best and metric in columns.get(AGENTSITE, {}) and best[1]:
-            ratio = f"{columns[AGENTSITE][metric] / best[1]:.2f}"
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {ratio} |")
-    return "\n".join(lines)
+# (metric, label, op, bound × the better peer): docs/scale.md, "Targets".
+TARGETS = (
+    ("many.runs_per_s", "20 × 20 runs/s", ">=", 1.5),
+    ("wait.p50_ms", "new thread + runs.wait p50", "<=", 0.7),
+    ("stream.first.p50_ms", "first token", "<=", 1.0),
+    # Everything each server used for a run under the 20 × 20 load: its
+    # processes, and the PostgreSQL backends and Redis of those that have
+    # them (a server keeping runs in memory has none to count).
+    ("many.all_cpu_ms", "20 × 20 CPU per run, server + its PostgreSQL + Redis", "<=", 1.0),
+)
+# A run on a long thread against a run on a new one.
+GROWTH = 1.3
 
 
 def checks(columns: dict[str, dict[str, float]], targets: list[Target]) -> list[tuple[str, bool]]:
     ours = columns.get(AGENTSITE, {})
     labels = {t.name: t.label for t in targets}
     out = []
-    for metric, label, op, bound in (
-        ("many.runs_per_s", "20 × 20 runs/s", ">=", 1.5),
-        ("wait.p50_ms", "new thread + runs.wait p50", "<=", 0.7),
-        ("stream.first.p50_ms", "first token", "<=", 1.0),
-    ):
+    for metric, label, op, bound in TARGETS:
         best = better_peer(columns, metric, "high" if op == ">=" else "low")
         if best is None or metric not in ours:
             continue
         ratio = ours[metric] / best[1]
         ok = ratio >= bound if op == ">=" else ratio <= bound
         out.append((f"/langgraph/ {label}: {ratio:.2f}× the better peer ({labels[best[0]]}) {op} {bound}", ok))
+    if "same.last20_over_first20" in ours:
+        grew = ours["same.last20_over_first20"]
+        text = f"/langgraph/ 200 runs, one thread: last 20 {grew:.2f}× first 20 <= {GROWTH}"
+        out.append((text, grew <= GROWTH))
     if "contention.runs" in ours:
         every = ours["contention.committed"] == ours["contention.runs"]
         none = ours["contention.lost"] == 0 and ours["contention.duplicated"] == 0

@@ -322,6 +322,9 @@ def bring_up(name: str, pg_admin: str, suffix: str, logs: Path) -> Peer:
         peer.status = f"{stage} failed: {exc}"
         print(f"{peer.label}: {peer.status}", file=sys.stderr, flush=True)
         peer.stop()
+    except BaseException:  # stopped while starting: nothing it started outlives the bench
+        peer.stop()
+        raise
     return peer
 
 

@@ -30,20 +30,22 @@ import dataclasses
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
 import psycopg
 
-from bench import compare, peers
+from bench import compare, peers, report
 from bench.client import ServerError
 from bench.scenarios import SMOKE, Agentsite, FloorWorker, Result, Sizes, one_round
-from bench.sdk import SDK_SMOKE, SdkSizes, sdk_round
+from bench.sdk import PEER_SIZES, SDK_SMOKE, SdkSizes, Target, sdk_round
 from bench.servers import HOST, ROOT, Database, Server, base_env, loadavg, manage
 from bench.statements import bytes_per_turn, count_agentsite_statements, count_floor_statements
-from bench.table import checks, median_of, render
+from bench.table import checks, median_of
 
 # A round the server failed (an error status, a connection it dropped
 # unanswered, a broken answer): reported with the servers' last words, and
@@ -54,6 +56,15 @@ SERVER_FAILURES = (ServerError, AssertionError, ConnectionError, asyncio.Incompl
 
 def all_alive(servers: dict[str, list[Server]]) -> bool:
     return all(s.process is not None and s.process.poll() is None for group in servers.values() for s in group)
+
+
+class Stopped(Exception):
+    """The bench was told to stop (SIGTERM, SIGHUP): its servers are still
+    stopped, by the `finally` that a plain SIGTERM would skip."""
+
+
+def stop_on_signal(signum: int, _frame: object) -> None:
+    raise Stopped(f"stopped by signal {signum}")
 
 
 def server_failure(where: str, exc: BaseException, servers: dict[str, list[Server]]) -> str:
@@ -97,6 +108,11 @@ def main() -> int:
     if args.rounds:
         sizes = dataclasses.replace(sizes, rounds=args.rounds)
     sdk_sizes = SDK_SMOKE if args.smoke else SdkSizes()
+    peer_sizes = SDK_SMOKE if args.smoke else PEER_SIZES
+
+    def sizes_of(target: Target) -> SdkSizes:
+        return sdk_sizes if target.name == compare.AGENTSITE else peer_sizes
+
     peer_names = peers.parse_peers(args.peers or ("none" if args.smoke else "all"))
     targets = args.targets.split(",")
     logs = Path(tempfile.mkdtemp(prefix="agentsite-bench-logs-"))
@@ -115,7 +131,13 @@ def main() -> int:
     sdk_targets: list[compare.Target] = []
     sdk_results: dict[str, list[dict[str, float]]] = {}
     profiled = ""
+    # Wall seconds each server's scenarios took (where a run's minutes go).
+    spent: dict[str, dict[str, float]] = {}
+    load_before = loadavg()
     print(f"agentsite bench on {platform.node()} ({os.cpu_count()} CPUs), Python {platform.python_version()}")
+    print(f"load at start: {load_before}", flush=True)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop_on_signal)
     try:
         for target in targets:
             database = (
@@ -149,6 +171,7 @@ def main() -> int:
         for round_ in range(sizes.rounds):
             print(f"round {round_ + 1}/{sizes.rounds}, load {loadavg()}", flush=True)
             rotated = order[round_ % len(order) :] + order[: round_ % len(order)]
+            started = time.perf_counter()
             try:
                 round_results = asyncio.run(one_round(rotated, agentsites, floor, sizes, round_))
             except SERVER_FAILURES as exc:
@@ -156,13 +179,18 @@ def main() -> int:
                 if not all_alive(servers):
                     break
                 continue
+            finally:
+                api_seconds = spent.setdefault("/api/ and the floor", {})
+                api_seconds["rounds"] = api_seconds.get("rounds", 0.0) + time.perf_counter() - started
             for side, result in round_results.items():
                 if sizes.same >= 40 and side == "postgresql":
                     result.values.update(bytes_per_turn(databases[side], f"same-{agentsites[side].tag}"))
                 results[side].append(result)
             # The LangGraph servers through the SDK, taking turns piece by piece.
             turn = round_ % max(len(sdk_targets), 1)
-            for name, values in asyncio.run(sdk_round(sdk_targets[turn:] + sdk_targets[:turn], sdk_sizes)).items():
+            rotated_targets = sdk_targets[turn:] + sdk_targets[:turn]
+            sdk_out = asyncio.run(sdk_round(rotated_targets, sizes_of, not sdk_results, spent))
+            for name, values in sdk_out.items():
                 sdk_results.setdefault(name, []).append(values)
         columns = {side: median_of(r) for side, r in results.items()}
         if "postgresql" in servers and all_alive(servers):
@@ -180,6 +208,8 @@ def main() -> int:
         if args.profile and sdk_targets and sdk_targets[0].name == compare.AGENTSITE and not sdk_targets[0].failure:
             pid = servers[targets[0]][0].process.pid
             profiled = compare.profile(sdk_targets[0], pid, sdk_sizes, Path(args.profile), logs)
+    except (Stopped, KeyboardInterrupt) as exc:
+        failures.append(f"the bench was stopped ({exc or 'interrupted'}): the figures are partial")
     finally:
         for peer in running_peers:
             peer.stop()
@@ -192,18 +222,20 @@ def main() -> int:
             database.drop()
         with psycopg.connect(args.pg, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{floor_db}" WITH (FORCE)')
-    print(f"load after: {loadavg()}")
-    print(render(columns))
-    verdicts = checks(columns.get("postgresql", {}), columns.get("floor", {}), sizes)
-    for text, ok, _ in verdicts:
-        print(f"  {'PASS' if ok else 'MISS'}  {text}")
+    load_after = loadavg()
     sdk_columns = compare.median_columns(sdk_results)
+    print(report.render(columns, sdk_columns, sdk_targets))
+    verdicts = checks(columns.get("postgresql", {}), columns.get("floor", {}), sizes)
     sdk_verdicts = compare.checks(sdk_columns, sdk_targets)
-    if sdk_targets:
-        print("\nLangGraph servers through the LangGraph SDK (bench.sdk):")
-        print(compare.render(sdk_columns, sdk_targets))
-        for text, ok in sdk_verdicts:
-            print(f"  {'PASS' if ok else 'MISS'}  {text}")
+    for text, ok, _ in verdicts:
+        print(f"  {'PASS' if ok else 'MISS'}  /api/ {text}")
+    for text, ok in sdk_verdicts:
+        print(f"  {'PASS' if ok else 'MISS'}  {text}")
+    print(f"load at start: {load_before}; at end: {load_after} (1, 5, 15 min; {os.cpu_count()} CPUs)")
+    labels = {t.name: t.label for t in sdk_targets}
+    for name, scenarios in spent.items():
+        where = ", ".join(f"{scenario} {seconds:.0f} s" for scenario, seconds in scenarios.items())
+        print(f"time: {labels.get(name, name)}: {sum(scenarios.values()) / 60:.1f} min ({where})")
     if profiled:
         print(profiled)
     ours = next((t for t in sdk_targets if t.name == compare.AGENTSITE), None)
@@ -225,7 +257,9 @@ def main() -> int:
                 "rounds": sizes.rounds,
                 "smoke": args.smoke,
                 "host": platform.node(),
-                "load_after": loadavg(),
+                "load_before": load_before,
+                "load_after": load_after,
+                "seconds": spent,
                 "server_errors": failures,
             },
             indent=2,

@@ -196,6 +196,7 @@ class Agentsite:
             await c.close()
         ok = [o for o in outcomes if o[1] == 200]
         result.add_latencies("contention", [o[0] for o in ok] or [seconds], seconds, None)
+        result.values["contention.runs"] = len(outcomes)
         result.values["contention.committed"] = len(ok)
         result.values["contention.refused"] = len(outcomes) - len(ok)
         acknowledged = {json.loads(o[2])["turn_id"] for o in ok}
@@ -310,6 +311,7 @@ async def one_round(
             results[side].values["contention.lost"] = floor.run(
                 "contention", sizes.contention_turns, sizes.contention_clients
             )["lost"]
+            results[side].values["contention.runs"] = sizes.contention_turns * sizes.contention_clients
         else:
             await targets[side].contention(sizes, results[side])
 

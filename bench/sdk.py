@@ -38,6 +38,12 @@ TIMEOUT_SECONDS = 120.0
 
 @dataclass
 class SdkSizes:
+    """Samples of one server in one round. The peers answer a lone run
+    after a poll (bench.peers), so their figures settle with fewer samples
+    than agentsite's and a round of theirs is mostly waiting: they get
+    `PEER_SIZES`, every piece split into as many parts as agentsite's, so
+    the servers still take turns through every scenario."""
+
     wait: int = 100
     stream: int = 50
     clients: int = 20
@@ -47,13 +53,23 @@ class SdkSizes:
     contention_runs: int = 20
     tools: int = 50
     same: int = 200
+    # The two one-thread scenarios in every round (False: the first only;
+    # their figures are counts and a ratio within the run, not a rate the
+    # machine's load moves from round to round).
+    every_round: bool = True
     piece: int = 25  # new-thread runs between two turns of the servers
     stream_piece: int = 10
 
 
+# 20 × 20 stays 20 clients × 20 runs (the target is set on that load).
+PEER_SIZES = SdkSizes(wait=20, stream=20, batches=1, tools=10, every_round=False)
+
 SDK_SMOKE = SdkSizes(
     wait=4, stream=3, clients=3, per_client=2, batches=1, contention_clients=2, contention_runs=3, tools=2, same=40
 )
+
+# The runs of the one-thread scenario timed at each end of the thread.
+WINDOW = 20
 
 
 @dataclass
@@ -173,15 +189,34 @@ async def contention(t: Target, sizes: SdkSizes) -> dict[str, float]:
     }
 
 
-async def same_thread(t: Target, runs: int) -> list[float]:
+async def same_thread(t: Target, runs: int) -> tuple[list[float], int]:
+    """`runs` runs on one thread: the first and the last `WINDOW` timed one
+    by one (`runs.wait`), the ones between sent with `runs.create` a
+    window at a time (`enqueue`, then `runs.join` on the window's last),
+    so a peer's poll is not waited on 160 times for runs that are not
+    timed. Every run is a real run on the thread; returns the timed
+    latencies (first window, then last) and the human messages the thread
+    holds at the end (`runs` if none was lost)."""
     thread = (await t.client.threads.create())["thread_id"]
-    latencies = []
-    for _ in range(runs):
+    window = min(WINDOW, runs // 2)
+
+    async def timed() -> float:
         started = time.perf_counter()
-        result = await t.client.runs.wait(thread, t.assistants["chat"], input=human(TEXT))
+        result = await t.client.runs.wait(thread, t.assistants["chat"], input=human(TEXT), multitask_strategy="enqueue")
         assert replied(result), f"runs.wait answered {str(result)[:200]}"
-        latencies.append(time.perf_counter() - started)
-    return latencies
+        return time.perf_counter() - started
+
+    latencies = [await timed() for _ in range(window)]
+    for n in chunks(runs - 2 * window, window):
+        created = [
+            await t.client.runs.create(thread, t.assistants["chat"], input=human(TEXT), multitask_strategy="enqueue")
+            for _ in range(n)
+        ]
+        await t.client.runs.join(thread, created[-1]["run_id"])
+    latencies += [await timed() for _ in range(window)]
+    state = await t.client.threads.get_state(thread)
+    humans = sum(1 for m in (state.get("values") or {}).get("messages", []) if m.get("type") == "human")
+    return latencies, humans
 
 
 @dataclass
@@ -204,6 +239,10 @@ class Tally:
         for part, seconds in self.cpu.items():
             key = f"{prefix}.cpu_ms" if part == "server" else f"{prefix}.{part}_cpu_ms"
             out[key] = 1000 * seconds / len(ordered)
+        if self.cpu:
+            # What the whole server took, whatever its parts: comparable
+            # between a server with a database and one that keeps runs in memory.
+            out[f"{prefix}.all_cpu_ms"] = 1000 * sum(self.cpu.values()) / len(ordered)
 
 
 async def measured(t: Target, tally: Tally, work: Callable[[], Awaitable[list[float]]]) -> None:
@@ -221,20 +260,38 @@ def chunks(total: int, size: int) -> list[int]:
     return [min(size, total - start) for start in range(0, total, size)]
 
 
-async def sdk_round(targets: list[Target], sizes: SdkSizes) -> dict[str, dict[str, float]]:
-    """Every scenario, the targets taking turns piece by piece; a target
-    that fails is marked so (`failure`) and skipped from then on."""
+def split(total: int, parts: int) -> list[int]:
+    """`total` in `parts` nearly equal parts (some 0 when total < parts)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+Sizes = Callable[[Target], SdkSizes]
+
+
+async def sdk_round(
+    targets: list[Target], sizes_of: Sizes, first_round: bool = True, spent: dict[str, dict[str, float]] | None = None
+) -> dict[str, dict[str, float]]:
+    """Every scenario, the targets taking turns piece by piece, each with
+    its own sizes (`sizes_of`); the one-thread scenarios of a target whose
+    sizes are not `every_round` only in the first round. A target that
+    fails is marked so (`failure`) and skipped from then on. `spent`
+    gathers the wall seconds of each target's scenarios."""
     live = [t for t in targets if not t.failure]
     out: dict[str, dict[str, float]] = {t.name: {} for t in live}
     tallies: dict[tuple[str, str], Tally] = {}
+    spent = {} if spent is None else spent
 
     async def turn(t: Target, scenario: str, run: Callable[[], Awaitable[Any]]) -> None:
         if t.failure:
             return
+        started = time.perf_counter()
         try:
             await run()
         except Exception as exc:  # a server's failure, shown in its column
             t.failure = f"{scenario}: {type(exc).__name__}: {str(exc)[:160]}"
+        finally:
+            seconds = spent.setdefault(t.name, {})
+            seconds[scenario] = seconds.get(scenario, 0.0) + time.perf_counter() - started
 
     def tally(t: Target, scenario: str) -> Tally:
         return tallies.setdefault((t.name, scenario), Tally())
@@ -246,7 +303,8 @@ async def sdk_round(targets: list[Target], sizes: SdkSizes) -> dict[str, dict[st
         async def work() -> list[float]:
             return [await new_thread_wait(t, graph) for _ in range(n)]
 
-        await measured(t, tally(t, scenario), work)
+        if n:
+            await measured(t, tally(t, scenario), work)
 
     async def streams(t: Target, n: int) -> None:
         for _ in range(n):
@@ -256,36 +314,47 @@ async def sdk_round(targets: list[Target], sizes: SdkSizes) -> dict[str, dict[st
 
     async def batch(t: Target) -> None:
         async def work() -> list[float]:
-            latencies, _ = await many(t, sizes)
+            latencies, _ = await many(t, sizes_of(t))
             return latencies
 
         await measured(t, tally(t, "many"), work)
 
     async def contended(t: Target) -> None:
-        out[t.name].update(await contention(t, sizes))
+        out[t.name].update(await contention(t, sizes_of(t)))
 
     async def same(t: Target) -> None:
-        latencies = await same_thread(t, sizes.same)
+        latencies, humans = await same_thread(t, sizes_of(t).same)
         out[t.name]["same.p50_ms"] = 1000 * statistics.median(latencies)
-        if len(latencies) >= 40:
-            ratio = statistics.median(latencies[-20:]) / statistics.median(latencies[:20])
+        out[t.name]["same.runs_kept"] = humans
+        if len(latencies) >= 2 * WINDOW:
+            ratio = statistics.median(latencies[-WINDOW:]) / statistics.median(latencies[:WINDOW])
             out[t.name]["same.last20_over_first20"] = ratio
 
-    for n in chunks(sizes.wait, sizes.piece):
+    def parts(total: Callable[[SdkSizes], int], piece: int) -> dict[str, list[int]]:
+        """Each target's samples in as many pieces as the largest has."""
+        count = max(len(chunks(total(sizes_of(t)), piece)) for t in live) if live else 0
+        return {t.name: split(total(sizes_of(t)), count) for t in live}
+
+    wait_parts = parts(lambda z: z.wait, sizes_of(live[0]).piece if live else 1)
+    for i in range(len(next(iter(wait_parts.values()), []))):
         for t in live:
-            await turn(t, "runs.wait", partial(waits, t, n, "chat", "wait"))
-    for n in chunks(sizes.stream, sizes.stream_piece):
+            await turn(t, "runs.wait", partial(waits, t, wait_parts[t.name][i], "chat", "wait"))
+    stream_parts = parts(lambda z: z.stream, sizes_of(live[0]).stream_piece if live else 1)
+    for i in range(len(next(iter(stream_parts.values()), []))):
         for t in live:
-            await turn(t, "runs.stream", partial(streams, t, n))
-    for _ in range(sizes.batches):
+            await turn(t, "runs.stream", partial(streams, t, stream_parts[t.name][i]))
+    for b in range(max((sizes_of(t).batches for t in live), default=0)):
         for t in live:
-            await turn(t, "20 × 20", partial(batch, t))
-    for t in live:
+            if b < sizes_of(t).batches:
+                await turn(t, "20 × 20", partial(batch, t))
+    once = [t for t in live if first_round or sizes_of(t).every_round]
+    for t in once:
         await turn(t, "one thread, enqueue", partial(contended, t))
-    for n in chunks(sizes.tools, sizes.stream_piece):
+    tool_parts = parts(lambda z: z.tools, sizes_of(live[0]).stream_piece if live else 1)
+    for i in range(len(next(iter(tool_parts.values()), []))):
         for t in live:
-            await turn(t, "tool run", partial(waits, t, n, "tools", "tools"))
-    for t in live:
+            await turn(t, "tool run", partial(waits, t, tool_parts[t.name][i], "tools", "tools"))
+    for t in once:
         await turn(t, "200 runs, one thread", partial(same, t))
     for t in live:
         await t.close()

@@ -146,8 +146,13 @@ class Server:
             except OSError:
                 pass
             if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
                 raise SystemExit(f"the server did not start:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.1)
+            try:
+                time.sleep(0.1)
+            except BaseException:
+                self.stop()
+                raise
 
     @property
     def cpu(self) -> float:

@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from bench import compare, peers
+from bench import compare, peers, report
 
 
 def fail_install(name, minimum=(3, 11), log=None):
@@ -62,8 +62,14 @@ def assert_reported(peer: peers.Peer) -> None:
     ours = compare.Target(compare.AGENTSITE, compare.AGENTSITE_LABEL, "http://127.0.0.1:1/langgraph")
     targets = [ours, compare.peer_target(peer)]
     columns = {compare.AGENTSITE: {"many.runs_per_s": 100.0, "wait.p50_ms": 20.0}}
-    table = compare.render(columns, targets).splitlines()
-    assert table[0] == f"| metric | agentsite /langgraph/ | {peer.label} | agentsite ÷ better peer |"
-    assert table[2] == f"| server | running | **{peer.status}** | |"
+    api = {"postgresql": {"fresh.p50_ms": 30.0}, "floor": {"fresh.p50_ms": 20.0}}
+    table = report.render(api, columns, targets).splitlines()
+    assert table[0] == (
+        f"| scenario | agentsite /api/ | agentsite /langgraph/ | {peer.label} | floor (bare LangGraph) "
+        "| /api/ ÷ floor | /langgraph/ ÷ better peer |"
+    )
+    assert table[2] == f"| server | running | running | **{peer.status}** | running | | |"
+    # A scenario a column did not run is a "–" there, not a gap.
+    assert "| new session / thread, one run: p50 ms | 30.00 | 20.00 | – | 20.00 | 1.50 | – |" in table
     verdicts = compare.checks(columns, targets)
     assert (f"{peer.label} measured (it is not: {peer.status})", False) in verdicts

@@ -1,7 +1,8 @@
 """`make bench`'s harness runs end to end: a smoke pass (a few turns of every
 scenario of docs/scale.md, "Targets") exits 0, prints the ratio table and writes JSON with
 every scenario, for agentsite on PostgreSQL and SQLite and for the floor,
-and the LangGraph SDK scenarios against agentsite's /langgraph/.
+and the LangGraph SDK scenarios against agentsite's /langgraph/, all in one
+table (bench.report) with the load at start and end.
 Not a timed test: no figure is checked against a target here."""
 
 from __future__ import annotations
@@ -96,8 +97,16 @@ def test_bench_smoke_runs_every_scenario(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    assert "| metric | floor | postgresql | sqlite | postgresql ÷ floor | sqlite ÷ floor |" in lines
-    assert any(line.startswith("| fresh sessions: CPU ms per turn |") for line in lines), done.stdout
+    head = (
+        "| scenario | agentsite /api/ | agentsite /api/ (SQLite) | agentsite /langgraph/ | floor (bare LangGraph) "
+        "| /api/ ÷ floor | /langgraph/ ÷ better peer |"
+    )
+    assert lines.count(head) == 1, done.stdout  # one table, every server a column
+    row = next(line for line in lines if line.startswith("| new session / thread: server CPU ms per run |"))
+    assert "–" not in row.split("|")[2:6], row  # /api/ (both), /langgraph/ and the floor measured it
+    tool_row = next(line for line in lines if line.startswith("| 5-step tool run: p50 ms |"))
+    assert tool_row.split("|")[2].strip() == "–", tool_row  # no tool run through /api/
+    assert any(line.startswith("load at start: ") and "; at end: " in line for line in lines), done.stdout
     assert any(line.strip().startswith(("PASS", "MISS")) for line in lines), done.stdout
 
     report = json.loads(out.read_text())
@@ -121,5 +130,5 @@ def test_bench_smoke_runs_every_scenario(tmp_path):
     assert set(ours) >= SDK_METRICS, sorted(ours)
     assert ours["contention.committed"] == ours["contention.runs"] > 0, ours
     assert ours["contention.lost"] == ours["contention.duplicated"] == ours["contention.refused"] == 0, ours
-    assert "LangGraph servers through the LangGraph SDK (bench.sdk):" in lines
+    assert report["load_before"] and report["load_after"] and report["seconds"]
     assert any(line.startswith("| server | running |") for line in lines), done.stdout
