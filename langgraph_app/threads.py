@@ -265,14 +265,7 @@ def _business(session: AgentSession, turn: AgentTurn | None) -> tuple[dict[str, 
 
 
 def messages_up_to(turn_id: UUID | None) -> list[dict[str, Any]]:
-    return _message_data(turn_selectors.message_list(head_turn_id=turn_id))
-
-
-def _message_data(stored_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = [dict(stored.get("data") or {}) for stored in stored_messages]
-    for data, stored in zip(out, stored_messages, strict=True):
-        data.setdefault("type", stored.get("type"))
-    return out
+    return turn_selectors.message_data(turn_selectors.message_list(head_turn_id=turn_id))
 
 
 def _checkpoint(key: str, ref: CheckpointRef | None) -> dict[str, Any] | None:
@@ -388,7 +381,7 @@ def turn_values(*, owner: str, key: str, turn_id: UUID) -> dict[str, Any]:
     state = State(CheckpointRef(turn.epoch, turn.version or 0, 2 * turn.number), "after", turn, None, turn.finished_at)
 
     def messages_of(head: UUID | None) -> list[dict[str, Any]]:
-        return _message_data(turn_selectors.stored_messages(session_id=session.id, head_turn_id=head))
+        return turn_selectors.message_data(turn_selectors.stored_messages(session_id=session.id, head_turn_id=head))
 
     return values_of(session, state, {turn.id: turn}, messages_of)  # an "after" state reads no other turn
 

@@ -66,6 +66,15 @@ def stored_messages(*, session_id: UUID, head_turn_id: UUID | None) -> list[dict
     return cached if cached is not None else message_list(head_turn_id=head_turn_id)
 
 
+def message_data(stored_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stored messages as the Agent Protocol shows them: each one's data
+    (a fresh dict), with its type."""
+    out = [dict(stored.get("data") or {}) for stored in stored_messages]
+    for data, stored in zip(out, stored_messages, strict=True):
+        data.setdefault("type", stored.get("type"))
+    return out
+
+
 def turn_list_newest_first(*, session: AgentSession) -> list[AgentTurn]:
     """The current epoch's turns, newest first, without their messages,
     result and values (the protocol's runs)."""
