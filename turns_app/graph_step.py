@@ -151,16 +151,26 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
                         for node, update in (part["data"] or {}).items():
                             if node == "__interrupt__":
                                 stopped = True
-                                interrupts += [{"id": i.id, "value": shown(i.value)} for i in update]
+                                _add_interrupts(interrupts, update)
                             elif isinstance(update, dict):
                                 await _emit_update(update, shape, fields, emit)
                     elif part["type"] == "values" and isinstance(part["data"], dict):
                         final = part["data"]
                         seen_values = True
+                        if part.get("interrupts"):
+                            # Also where no `updates` come: a thread-stream
+                            # run of a graph compiled without LangGraph's
+                            # UpdatesTransformer (its v3 stream has no updates).
+                            stopped = True
+                            _add_interrupts(interrupts, part["interrupts"])
                 if not seen_values:
                     # Nothing ran (a command that only updates): the state is the thread's.
                     final = (await graph.aget_state(config)).values
-        pause = await _pause_of(graph, saver, config, thread_id, interrupts) if stopped or write else None
+        # A thread-stream run's v3 stream tells a breakpoint on `updates`
+        # only, which a graph without the UpdatesTransformer does not send:
+        # its state says whether work is left.
+        looked = stopped or write or thread_stream_parts.wants_protocol_events(claim)
+        pause = await _pause_of(graph, saver, config, thread_id, interrupts) if looked else None
         steps = step_records.records(
             await step_records.run_steps(graph, thread_id, known), list(final.get(MESSAGES) or [])
         )
@@ -181,6 +191,13 @@ async def _pause_of(
     if not snapshot.next and not interrupts:
         return None
     return Pause(interrupts, list(snapshot.next), await saver.persist(thread_id))
+
+
+def _add_interrupts(interrupts: list[dict[str, Any]], raised: Any) -> None:
+    """LangGraph tells an interrupt on `updates` and on `values` (v2 both):
+    each counts once."""
+    known = {i["id"] for i in interrupts}
+    interrupts += [{"id": i.id, "value": shown(i.value)} for i in raised if i.id not in known]
 
 
 async def _emit_update(update: dict[str, Any], shape: GraphShape, fields: Fields, emit: Emit) -> None:

@@ -92,7 +92,11 @@ async def _v3_parts(emit: Emit, graph: Any, run_input: Any, config: Any, kwargs:
             if wire is not None:
                 await emit(PROTOCOL_EVENT, dumps(wire))
             if not namespace and method in ("updates", "values"):
-                yield {"type": method, "ns": (), "data": data, "interrupts": ()}
+                # A root `values` event carries the run's interrupts
+                # (`params.interrupts`, LangGraph's ValuesTransformer's):
+                # what tells a pause where no `updates` come.
+                interrupts = tuple(params.get("interrupts") or ()) if method == "values" else ()
+                yield {"type": method, "ns": (), "data": data, "interrupts": interrupts}
         await puller
     finally:
         if not puller.done():
