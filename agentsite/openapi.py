@@ -82,6 +82,7 @@ CHAT = {
         ErrorCode.INTERRUPT_RESOLVED,
         ErrorCode.STATE_LOST,
         ErrorCode.EFFECT_REFUSED,
+        ErrorCode.GRAPH_WITHOUT_MESSAGES,
     ],
     422: [ErrorCode.VALIDATION_ERROR, ErrorCode.INVALID_SESSION_KEY, ErrorCode.INVALID_IDEMPOTENCY_KEY],
     429: [ErrorCode.TOO_MANY_SESSIONS],

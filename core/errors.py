@@ -44,6 +44,7 @@ class ErrorCode(StrEnum):
     TURN_COMMITTED = "turn_committed"
     UNKNOWN_GRAPH = "unknown_graph"
     GRAPH_MISMATCH = "graph_mismatch"
+    GRAPH_WITHOUT_MESSAGES = "graph_without_messages"
     STATE_LOST = "state_lost"
     EFFECT_REFUSED = "effect_refused"
     # Why a turn was aborted, as its `error` event and the turn log say.
@@ -263,6 +264,17 @@ class SystemAssistant(ApiError):
 class GraphMismatch(ApiError):
     code, status = ErrorCode.GRAPH_MISMATCH, 409
     default_message = "the session runs another graph; a session keeps its graph until it is deleted"
+
+
+class GraphWithoutMessages(ApiError):
+    """An /api/ turn is a message: a graph without a `messages` channel has
+    nowhere to put it (it runs under /langgraph/, its input its own channels)."""
+
+    code, status = ErrorCode.GRAPH_WITHOUT_MESSAGES, 409
+    default_message = (
+        "the session's graph has no `messages` channel, so it takes no /api/ turn; "
+        "run it under /langgraph/ with its own input channels"
+    )
 
 
 def error_for(code: str | None, message: str | None = None) -> ApiError:

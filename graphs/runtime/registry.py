@@ -220,4 +220,5 @@ def check_registry() -> None:
             f"AGENT_GRAPH={settings.AGENT_GRAPH!r} is not in AGENT_GRAPHS ({', '.join(graph_names())})"
         )
     for name in graph_names():
-        build_graph(name, checkpointer=None)
+        # Its shape kept too: a claim reads it (turns_app.services.claim).
+        shape_for(name)

@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from graphs.runtime.registry import build_graph, check_registry
 from tests.fixtures.runners import orm
 from tests.fixtures.turns import transcript_of
-from tests.turns_app.test_sse_consumer import names, post, stream_events
+from tests.turns_app.test_sse_consumer import json_error, names, post, stream_events
 from turns_app.models import AgentTurn
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -100,6 +100,38 @@ async def test_graph_names_and_the_contract_are_checked(api, graphs, settings):
     settings.AGENT_GRAPHS = {**TEST_GRAPHS, "missing": "tests.fixtures.graphs:no_such_thing"}
     with pytest.raises(ImproperlyConfigured, match="cannot be imported"):
         check_registry()
+
+
+def sessions_and_turns() -> tuple[list[str], int]:
+    from sessions_app.models import AgentSession
+
+    return sorted(AgentSession.objects.values_list("key", flat=True)), AgentTurn.objects.count()
+
+
+async def test_an_api_turn_on_a_graph_without_messages_is_refused_before_anything_is_claimed(api, graphs, app, alice):
+    graphs.AGENT_GRAPHS = {**TEST_GRAPHS, "plain": "tests.fixtures.graphs:build_graph_without_messages"}
+    # The session is shared with /langgraph/, where such a graph is valid.
+    assert (await api.call("POST", "/sessions", {"key": "p1", "graph": "plain"})).status_code == 201
+    refused = await api.chat("p1", "hello", idem="k-1")
+    assert refused.status_code == 409, refused.content
+    assert body(refused)["error"]["code"] == "graph_without_messages"
+    assert body(refused)["error"]["details"] == {"graph": "plain"}
+    await json_error(post(app, alice, "p1", "hello"), 409, "graph_without_messages")
+    # A new session's first turn on such a default graph: not even the session is made.
+    graphs.AGENT_GRAPH = "plain"
+    await json_error(post(app, alice, "p2", "hello"), 409, "graph_without_messages")
+    assert (await api.chat("p3", "hello")).status_code == 409
+    assert await orm(sessions_and_turns) == (["p1"], 0)
+    held = await orm(session, key="p1")
+    assert (held.version, held.active_turn_id) == (0, None)
+    # Under /langgraph/ the same session runs, its input its own channels.
+    run = await api.client.post(
+        "/langgraph/threads/p1/runs/wait",
+        data={"assistant_id": "plain", "input": {"count": 0}},
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {alice}"},
+    )
+    assert run.status_code == 200 and body(run)["count"] == 1, run.content
 
 
 async def test_a_session_keeps_its_graph_for_its_epoch(api, graphs):

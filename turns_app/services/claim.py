@@ -10,11 +10,13 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from core import rows
 from core.errors import (
     GraphMismatch,
+    GraphWithoutMessages,
     IdempotencyConflict,
     InterruptPending,
     InterruptResolved,
@@ -24,7 +26,7 @@ from core.errors import (
     TurnNotFound,
     VersionConflict,
 )
-from graphs.runtime.registry import FIELDS, STAGE
+from graphs.runtime.registry import FIELDS, MESSAGES, STAGE, shape_for
 from sessions_app.selectors import check_session_key
 from sessions_app.services import (
     LockedSession,
@@ -88,7 +90,8 @@ def turn_claim(
     inserts a `pending` turn holding the session's lease. Raises `SessionBusy`
     when a live turn holds the session (the caller decides whether to wait),
     `InterruptPending` for an /api/ message while the graph waits for a
-    resume and `InterruptResolved` for a resume with nothing to resume. A
+    resume, `InterruptResolved` for a resume with nothing to resume and
+    `GraphWithoutMessages` for an /api/ turn on a graph that takes none. A
     turn claimed on a paused session starts from the pause (`Claim.interrupt`).
 
     `graph`: the graph the caller means to run; a session whose epoch has no
@@ -108,6 +111,8 @@ def turn_claim(
     # LangGraph's server (docs/agent-protocol.md, "Runs").
     strict = "protocol" not in request
     if not resume and start_from is None and expected_version is None and not known_sessions.seen(owner, key):
+        if strict:
+            _check_takes_messages(graph or settings.AGENT_GRAPH)
         claimed = _claim_new_session(
             owner=owner, key=key, request=request, digest=digest, idempotency_key=idempotency_key, graph=graph
         )
@@ -147,6 +152,8 @@ def turn_claim(
             )
         if graph is not None and graph != session.graph:
             _switch_graph(locked, graph)
+        if strict:
+            _check_takes_messages(session.graph)
         head_values, last_number = (None, None) if session.created_here else claim_reads(locked)
         start = None
         if start_from is not None and (
@@ -188,6 +195,14 @@ def turn_claim(
         )
     known_sessions.remember(owner, key)
     return _claim_of(session, turn, first, head_values=head_values or {}, start=start)
+
+
+def _check_takes_messages(graph: str) -> None:
+    """/api/'s turns are messages: refused, before anything is claimed, on a
+    graph without a `messages` channel (docs/api.md, "Errors"). Its shape is
+    known since start-up (check_registry), so this reads no graph."""
+    if MESSAGES not in shape_for(graph).channels:
+        raise GraphWithoutMessages(details={"graph": graph})
 
 
 @dataclass(frozen=True)
