@@ -181,7 +181,13 @@ async def _input_respond(caller: Caller, thread_id: str, params: dict[str, Any])
     # LangGraph's map of answers by interrupt id, as its server sends it:
     # the same request whatever else waits, so a retry is the same request.
     resume = dict(entries)
-    fields = {"assistant_id": session.graph, "command": {"resume": resume}, "stream_mode": []}
+    # With the thread's own assistant, as LangGraph's server resumes (its
+    # config and context, as a run of it with a Command would have them):
+    # every run keeps it in the thread's metadata (runs._stamp); a thread
+    # made by /api/ has none, and runs its graph.
+    stamped = (session.metadata or {}).get("assistant_id") if isinstance(session.metadata, dict) else None
+    assistant = stamped if isinstance(stamped, str) and stamped else session.graph
+    fields = {"assistant_id": assistant, "command": {"resume": resume}, "stream_mode": []}
     await _start(caller, thread_id, fields)
     return {}
 

@@ -122,3 +122,29 @@ async def test_a_breakpoint_compiled_into_such_a_graph_pauses_and_a_run_without_
     assert root_lifecycle(await newest_run_events(app, alice, thread)) == ["running", "completed"]
     state = json.loads((await client.call("GET", f"/threads/{thread}/state")).content)
     assert state["next"] == [] and state["values"]["messages"][-1]["content"] == "second"
+
+
+async def test_input_respond_resumes_with_the_threads_own_assistant(app, alice, graphs):
+    client, thread = Protocol(alice), "0c6f3a52-3c1e-4f51-9d55-6f3b3a0d0c23"
+    made = await client.call(
+        "POST",
+        "/assistants",
+        {
+            "graph_id": "config_ask",
+            "config": {"configurable": {"tone": "dry"}},
+            "context": {"system_prompt": "Be brief."},
+        },
+    )
+    assert made.status_code == 200, made.content
+    assistant = json.loads(made.content)["assistant_id"]
+    await client.command(thread, "run.start", {"assistant_id": assistant, "input": {"messages": []}})
+    (asked,) = [
+        e["params"]["data"] for e in await newest_run_events(app, alice, thread) if e["method"] == "input.requested"
+    ]
+    await client.command(thread, "input.respond", {"interrupt_id": asked["interrupt_id"], "response": "yes"})
+    assert root_lifecycle(await newest_run_events(app, alice, thread)) == ["running", "completed"]
+    state = json.loads((await client.call("GET", f"/threads/{thread}/state")).content)
+    # The resumed run was handed the assistant's context and config, as a run of it would be.
+    assert state["values"]["messages"][-1]["content"] == "yes|Be brief.|dry"
+    runs = json.loads((await client.call("GET", f"/threads/{thread}/runs")).content)
+    assert [r["assistant_id"] for r in runs] == [assistant, assistant]
