@@ -42,7 +42,7 @@ from turns_app import graph_input
 from turns_app import selectors as turn_selectors
 from turns_app.native_json import message_json
 from turns_app.selectors import AgentTurn
-from turns_app.types import FROM_STEP, final_step, step_ref
+from turns_app.types import FROM_STEP, current_ref, final_ref, step_ref
 
 SOURCE = {"start": "input", "input": "input", "after": "loop", "step": "loop", "now": "update"}
 
@@ -113,11 +113,6 @@ def version_after(turn: AgentTurn) -> int:
     return turn.version
 
 
-def final_ref(turn: AgentTurn) -> CheckpointRef:
-    """The id of a turn's last checkpoint: the state after it."""
-    return step_ref(turn.epoch, turn.base_version, turn.number, final_step(turn.steps))
-
-
 def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
     """Every state of the session's epoch, newest first (by checkpoint id)."""
     epoch = session.epoch
@@ -134,10 +129,9 @@ def states_of(session: AgentSession, turns: list[AgentTurn]) -> list[State]:
         found += _turn_states(turn, origin.ref if origin is not None else after(turn.parent_id))
     head_turn = by_id.get(session.head_turn_id) if session.head_turn_id is not None else None
     head = after(session.head_turn_id)
-    if session.version != (head_turn.version if head_turn is not None else 0):
-        found.append(
-            State(CheckpointRef(epoch, session.version, head.step), "now", head_turn, head, session.updated_at)
-        )
+    now = current_ref(epoch, session.version, head_turn)
+    if now != head:  # moved on without a turn
+        found.append(State(now, "now", head_turn, head, session.updated_at))
     floor = parse_checkpoint_id(session.pruned_before)
     if floor is not None:
         # A prune kept the latest state only: what came before is gone, the

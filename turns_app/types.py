@@ -241,6 +241,22 @@ def final_step(steps: list[dict[str, Any]] | None) -> int:
     return int(steps[-1]["step"]) if steps else 0
 
 
+def final_ref(turn: Any) -> CheckpointRef:
+    """The id of a finished turn's last checkpoint: the state after it."""
+    return step_ref(turn.epoch, turn.base_version, turn.number, final_step(turn.steps))
+
+
+def current_ref(epoch: int, version: int, head: Any | None) -> CheckpointRef:
+    """The id of the state a session at `version` of `epoch` is in now: its
+    head turn's last checkpoint, the epoch's start (no head), or, when the
+    session moved on without a turn (fields set, rewound), the head's step
+    at the session's version (docs/agent-protocol.md, "History")."""
+    after = final_ref(head) if head is not None else CheckpointRef(epoch, 0, 0)
+    if version != (head.version if head is not None else 0):
+        return CheckpointRef(epoch, version, after.step)
+    return after
+
+
 def parse_checkpoint_id(raw: Any) -> CheckpointRef | None:
     """None for anything that is not one of our ids."""
     if not isinstance(raw, str) or len(raw) > 64:

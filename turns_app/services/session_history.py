@@ -21,7 +21,7 @@ from turns_app.history import chain_ids
 from turns_app.models import AgentTurn
 from turns_app.services.event_rows import copied_log, write_events
 from turns_app.services.lease import expire_dead_turn
-from turns_app.types import CheckpointRef, checkpoint_thread_id, final_step, step_ref
+from turns_app.types import checkpoint_thread_id, current_ref
 
 if TYPE_CHECKING:
     from sessions_app.selectors import AgentSession
@@ -162,19 +162,6 @@ def _copied_result(original: AgentTurn, copy_id: UUID, epoch: int, version: int)
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
-def current_ref(session: AgentSession, head: AgentTurn | None) -> CheckpointRef:
-    """The checkpoint id of the state the session is in now, as the
-    protocol's history names it (langgraph_app.threads): its head turn's
-    last checkpoint, the epoch's start, or, when the session moved on
-    without a turn (fields set, rewound), the head's step at its version."""
-    after = CheckpointRef(session.epoch, 0, 0)
-    if head is not None:
-        after = step_ref(session.epoch, head.base_version, head.number, final_step(head.steps))
-    if session.version != (head.version if head is not None else 0):
-        return CheckpointRef(session.epoch, session.version, after.step)
-    return after
-
-
 def session_history_prune(*, session_id: UUID) -> None:
     """Keep only the latest state of the session's history (LangGraph's
     prune `keep_latest`): the records of every earlier checkpoint go (the
@@ -186,7 +173,7 @@ def session_history_prune(*, session_id: UUID) -> None:
     with transaction.atomic(durable=True):
         session = session_lock(session_id=session_id).session
         head = AgentTurn.objects.filter(pk=session.head_turn_id).first() if session.head_turn_id else None
-        session.pruned_before = current_ref(session, head).id
+        session.pruned_before = current_ref(session.epoch, session.version, head).id
         others = AgentTurn.objects.filter(session=session, steps__isnull=False)
         if head is not None:
             others = others.exclude(pk=head.pk)
