@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from array import array
+from collections.abc import Sequence
 
 CAN_LOAD_EXTENSIONS = hasattr(sqlite3.Connection, "enable_load_extension")
 
@@ -30,15 +31,21 @@ def _vectors(a: bytes | None, b: bytes | None) -> tuple[array, array] | None:
     return first, second
 
 
-def distance_cosine(a: bytes | None, b: bytes | None) -> float | None:
-    pair = _vectors(a, b)
-    if pair is None:
+def cosine(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Cosine similarity; None for vectors of different dims or a zero one
+    (also how a turn's staged store items are scored: graphs.runtime.turn_store)."""
+    if len(x) != len(y):
         return None
-    x, y = pair
     norms = math.sqrt(sum(v * v for v in x)) * math.sqrt(sum(v * v for v in y))
     if norms == 0.0:
         return None
-    return 1.0 - sum(p * q for p, q in zip(x, y, strict=True)) / norms
+    return sum(p * q for p, q in zip(x, y, strict=True)) / norms
+
+
+def distance_cosine(a: bytes | None, b: bytes | None) -> float | None:
+    pair = _vectors(a, b)
+    similarity = None if pair is None else cosine(*pair)
+    return None if similarity is None else 1.0 - similarity
 
 
 def distance_l2(a: bytes | None, b: bytes | None) -> float | None:

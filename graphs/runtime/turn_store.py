@@ -40,6 +40,7 @@ from langgraph.store.memory import InMemoryStore
 
 from graphs.runtime import effects
 from graphs.runtime.embeddings import store_index, texts_to_embed
+from graphs.runtime.sqlite_vectors import cosine
 from graphs.runtime.store import external, get_store, internal, shown, ttl_config
 
 STORE_WRITE = "store.write"
@@ -215,18 +216,13 @@ async def _embed(value: dict[str, Any], paths: Sequence[str] | None) -> list[tup
     return [(name, [float(x) for x in vector]) for (name, _), vector in zip(texts, vectors, strict=True)]
 
 
-def _cosine(a: list[float], b: list[float]) -> float | None:
-    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return None if norms == 0.0 or len(a) != len(b) else sum(x * y for x, y in zip(a, b, strict=True)) / norms
-
-
 def _ranked(staged: Staged, op: SearchOp, query: list[float]) -> list[SearchItem]:
     """The staged items a query finds: those with vectors, each scored by
     its best field, as the stores score theirs."""
     found = staged.items.search(op.namespace_prefix, filter=op.filter, limit=max(len(staged), 1))
     ranked: list[SearchItem] = []
     for item in found:
-        scores = [s for v in staged.vectors.get((item.namespace, item.key), []) if (s := _cosine(v, query)) is not None]
+        scores = [s for v in staged.vectors.get((item.namespace, item.key), []) if (s := cosine(v, query)) is not None]
         if scores:
             item.score = max(scores)
             ranked.append(item)
