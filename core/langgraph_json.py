@@ -23,7 +23,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from core.store_config import apply_store
+from core.store_config import apply_store, refuse_unsupported
 
 SERVED = frozenset({"graphs", "env", "dependencies", "auth", "store"})
 # Read by `langgraph build` / `langgraph dockerfile` for the image they make.
@@ -137,11 +137,7 @@ def _auth(spec: object, base: Path, where: str, environ: MutableMapping[str, str
     auth keys are not served yet."""
     if not isinstance(spec, dict) or not isinstance(spec.get("path"), str):
         raise ImproperlyConfigured(f"{where}: auth must be an object with a path")
-    others = sorted(set(spec) - {"path"})
-    if others:
-        raise ImproperlyConfigured(
-            f"{where}: not supported by agentsite (yet): {', '.join(f'auth.{k}' for k in others)}"
-        )
+    refuse_unsupported(where, spec, ("path",), "auth.")
     target, colon, attribute = spec["path"].rpartition(":")
     if colon and (target.endswith(".py") or "/" in target):
         environ.setdefault("AGENT_AUTH_PATH", f"{(base / target).resolve()}:{attribute}")
@@ -196,10 +192,7 @@ def load_project(path: Path, environ: MutableMapping[str, str]) -> dict[str, str
     local dependencies put on the import path first."""
     data = _read(path)
     where = str(path)
-    refused = sorted(set(data) - SERVED - BUILD_ONLY)
-    if refused:
-        named = ", ".join(NOT_YET.get(k, k) for k in refused)
-        raise ImproperlyConfigured(f"{where}: not supported by agentsite (yet): {named}")
+    refuse_unsupported(where, data, SERVED | BUILD_ONLY, reasons=NOT_YET)
     if "env" in data:
         _apply_env(data["env"], path.parent, where, environ)
     if "auth" in data:

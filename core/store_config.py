@@ -11,7 +11,7 @@ request."""
 from __future__ import annotations
 
 import json
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +34,23 @@ def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def refuse_unsupported(
+    where: str, spec: dict[str, Any], served: Iterable[str], prefix: str = "", reasons: dict[str, str] | None = None
+) -> None:
+    """The one start-up line for a langgraph.json's keys that agentsite does
+    not serve (`prefix` names where they sit; `reasons` what to say of some):
+    refused, never ignored (docs/configuration.md, "langgraph.json")."""
+    unknown = sorted(set(spec) - set(served))
+    if unknown:
+        named = ", ".join((reasons or {}).get(k, f"{prefix}{k}") for k in unknown)
+        raise ImproperlyConfigured(f"{where}: not supported by agentsite (yet): {named}")
+
+
 def check_index(where: str, spec: object) -> dict[str, Any]:
     """`{"embed": str, "dims": int, "fields": [str] | None}`, or one line saying what is wrong."""
     if not isinstance(spec, dict):
         raise ImproperlyConfigured(f"{where}: store.index must be an object with embed and dims")
-    unknown = sorted(set(spec) - INDEX_KEYS)
-    if unknown:
-        raise ImproperlyConfigured(
-            f"{where}: not supported by agentsite (yet): {', '.join(f'store.index.{k}' for k in unknown)}"
-        )
+    refuse_unsupported(where, spec, INDEX_KEYS, "store.index.")
     embed, dims, fields = spec.get("embed"), spec.get("dims"), spec.get("fields")
     if not isinstance(embed, str) or not embed.strip():
         raise ImproperlyConfigured(
@@ -75,11 +83,7 @@ def index_setting(raw: str) -> dict[str, Any] | None:
 def _ttl(where: str, spec: object, environ: MutableMapping[str, str]) -> None:
     if not isinstance(spec, dict):
         raise ImproperlyConfigured(f"{where}: store.ttl must be an object")
-    unknown = sorted(set(spec) - set(TTL_SETTINGS))
-    if unknown:
-        raise ImproperlyConfigured(
-            f"{where}: not supported by agentsite (yet): {', '.join(f'store.ttl.{k}' for k in unknown)}"
-        )
+    refuse_unsupported(where, spec, TTL_SETTINGS, "store.ttl.")
     for key, name in TTL_SETTINGS.items():
         value = spec.get(key)
         if value is None:
@@ -98,10 +102,7 @@ def apply_store(spec: object, base: Path, where: str, environ: MutableMapping[st
     """The `store` key of the langgraph.json at `base`: its settings put in `environ`."""
     if not isinstance(spec, dict):
         raise ImproperlyConfigured(f"{where}: store must be an object")
-    others = sorted(set(spec) - {"index", "ttl"})
-    if others:
-        named = ", ".join(REFUSED.get(k, f"store.{k}") for k in others)
-        raise ImproperlyConfigured(f"{where}: not supported by agentsite (yet): {named}")
+    refuse_unsupported(where, spec, ("index", "ttl"), "store.", REFUSED)
     if "ttl" in spec:
         _ttl(where, spec["ttl"], environ)
     if spec.get("index") is not None:
