@@ -30,6 +30,13 @@ def pytest_report_header(config):
     return f"database: {settings.DATABASES['default']['ENGINE']}"
 
 
+# Tests that wait on something built beside the run (.ci/run builds
+# agent-chat-ui in the background while the passes start): run last, so a
+# pass does not sit on the build's lock in its first minutes.
+RUN_LAST = ("tests/agent_chat_ui/",)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-django's own ordering
 def pytest_collection_modifyitems(config, items):
     """Backend-specific tests are deselected (not skipped) on the other
     backend: CI runs the whole suite on both, so every one of them runs."""
@@ -43,6 +50,7 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    items.sort(key=lambda item: item.nodeid.startswith(RUN_LAST))  # stable: the rest keep their order
     if any("browser" in item.keywords for item in items):
         try:
             chromium_path()  # once, before any test: found, installed, or one clear line
