@@ -130,7 +130,10 @@ def test_migrating_a_database_with_sessions_counts_each_owners_live_ones(fresh_d
             "-c",
             (
                 "import django; django.setup(); from django.utils import timezone; "
-                "from sessions_app.models import AgentSession as S; "
+                "from django.db import connection; from django.db.migrations.loader import MigrationLoader; "
+                # The model as it was at 0004: later migrations add columns the table does not have yet.
+                "S = MigrationLoader(connection).project_state(('sessions_app', '0004_maintenance_indexes'))"
+                ".apps.get_model('sessions_app', 'AgentSession'); "
                 "[S.objects.create(owner='alice', key=f'a{i}') for i in range(3)]; "
                 "S.objects.create(owner='bob', key='b'); "
                 "S.objects.create(owner='bob', key='gone', deleted_at=timezone.now())"
