@@ -89,6 +89,8 @@ STATUSES: dict[str, dict[int, list[C]]] = {
     "post /store/namespaces": AUTHED,
     "post /threads/count": AUTHED,
     "get /threads/{thread_id}": THREAD,
+    "post /threads/prune": {**AUTHED, 409: [C.SESSION_BUSY], 422: [C.VALIDATION_ERROR, C.INVALID_SESSION_KEY]},
+    "get /threads/{thread_id}/storage": THREAD,
     "patch /threads/{thread_id}": {**THREAD, 409: [C.SESSION_BUSY]},
     "delete /threads/{thread_id}": {**THREAD, 409: [C.SESSION_BUSY]},
     "post /threads/{thread_id}/copy": {
