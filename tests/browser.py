@@ -109,3 +109,16 @@ def send_chat_message(page, text: str) -> None:
     """Type a message into the chat page (templates/chat.html) and send it."""
     page.fill("#message", text)
     page.click("#send")
+
+
+def artifacts_dir() -> Path:
+    """Where browser tests keep their screenshots: a folder per database,
+    because .ci/run's two passes run side by side in one checkout and each
+    test removes its screenshot before taking it again (one pass removed the
+    other's before it was read back)."""
+    from django.conf import settings
+
+    from core.database import is_postgres
+
+    kind = "postgresql" if is_postgres(settings.DATABASES["default"]) else "sqlite"
+    return Path(settings.BASE_DIR) / "artifacts" / kind

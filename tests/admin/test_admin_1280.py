@@ -2,24 +2,22 @@
 values stay on one line, no column is cut off, a turn row is one line
 ("#2 · committed"), pages name a session by its key (not its UUID) and the
 breadcrumbs do not repeat a name ("Agent sessions › Agent sessions").
-Screenshots of each page land in artifacts/admin-1280-*.png."""
+Screenshots of each page land in artifacts/<database>/admin-1280-*.png."""
 
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from sessions_app.services import api_key_create, session_delete
 from tests.admin.conftest import admin_url, session_with_turns
-from tests.browser import launch_chromium
+from tests.browser import artifacts_dir, launch_chromium
 from turns_app.models import AgentTurn
 
 pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ARTIFACTS = Path(settings.BASE_DIR) / "artifacts"
+ARTIFACTS = artifacts_dir()
 WIDTH = 1280
 
 # Cells whose content is wider than the cell (cut off, or spilling over).
@@ -64,7 +62,7 @@ def test_admin_pages_at_1280(live_server, admin_user, api):
         "turn": admin_url("turns_app_agentturn_change", turn.pk),
         "keys": admin_url("sessions_app_apikey_changelist"),
     }
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     problems: dict[str, object] = {}
 
     with sync_playwright() as playwright:

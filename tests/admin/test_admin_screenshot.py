@@ -1,24 +1,22 @@
 """The session page in a real browser: headless Chromium (whichever
 tests/browser.py finds) driven by Playwright against a live server. Logs in
 through the login form, opens a session with real turns, and keeps the PNG
-as a test artifact (artifacts/admin-session.png).
+as a test artifact (artifacts/<database>/admin-session.png).
 
 Playwright's sync API refuses to run inside an event loop, so this test is sync."""
 
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from tests.admin.conftest import admin_url, session_with_turns
-from tests.browser import launch_chromium
+from tests.browser import artifacts_dir, launch_chromium
 
 pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ARTIFACT = Path(settings.BASE_DIR) / "artifacts" / "admin-session.png"
+ARTIFACT = artifacts_dir() / "admin-session.png"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 

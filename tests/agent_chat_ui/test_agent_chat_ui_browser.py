@@ -8,7 +8,7 @@ straight from the browser (CORS, LANGGRAPH_CORS_ALLOWED_ORIGINS, the key in
 the UI's settings form) and through its Next.js API passthrough
 (LANGGRAPH_API_URL, the key injected on the server side). Checked in the
 page, then in the database: one booking per approved call, as edited, none
-for a rejection. Keeps artifacts/agent-chat-ui-*.png.
+for a rejection. Keeps artifacts/<database>/agent-chat-ui-*.png.
 
 Playwright's sync API refuses to run inside an event loop, so this test is
 sync, and the database is read after the browser block."""
@@ -26,18 +26,17 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
-from django.conf import settings
 
 from graphs.booking.models import Booking
 from sessions_app.models import AgentSession
 from sessions_app.services import api_key_create
 from tests.agent_chat_ui.build import built
-from tests.browser import launch_chromium
+from tests.browser import artifacts_dir, launch_chromium
 from tests.system.server import free_port
 
 pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ARTIFACTS = Path(settings.BASE_DIR) / "artifacts"
+ARTIFACTS = artifacts_dir()
 STARTUP_SECONDS = 60.0
 # The offline model plays the booking agent from these (tests/system/test_booking.py).
 BOOK_APPROVED = "Book a table for 3 people on 2031-06-01 at 20:00, my name is Ada Lovelace"

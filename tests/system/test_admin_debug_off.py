@@ -1,20 +1,17 @@
 """With DEBUG off, under a real daphne, the admin is styled: the app serves
 its static files (WhiteNoise). Headless Chromium logs in and keeps
-artifacts/admin-debug-off.png."""
+artifacts/<database>/admin-debug-off.png."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from tests.browser import launch_chromium
+from tests.browser import artifacts_dir, launch_chromium
 
 pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ARTIFACT = Path(settings.BASE_DIR) / "artifacts" / "admin-debug-off.png"
+ARTIFACT = artifacts_dir() / "admin-debug-off.png"
 
 
 def test_admin_is_styled_with_debug_off(servers):

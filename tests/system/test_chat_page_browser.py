@@ -1,25 +1,23 @@
 """The chat page in a real browser against a real daphne process: headless
 Chromium (tests/browser.py finds it) driven by Playwright. Deltas must show up live, `done` must replace them with the
 committed reply, the side panel must follow the committed version, and a
-bad key must say so. Keeps artifacts/chat-page.png.
+bad key must say so. Keeps artifacts/<database>/chat-page.png.
 
 Playwright's sync API refuses to run inside an event loop, so this test is sync."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from sessions_app.models import AgentSession
 from sessions_app.services import api_key_create
-from tests.browser import launch_chromium, send_chat_message
+from tests.browser import artifacts_dir, launch_chromium, send_chat_message
 
 pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ARTIFACT = Path(settings.BASE_DIR) / "artifacts" / "chat-page.png"
+ARTIFACT = artifacts_dir() / "chat-page.png"
 SESSION = "chat-browser-1"
 REPLY_1 = "Hello! I need a few details from you. What is your full name?"
 REPLY_2 = "Thanks! What is your email address?"

@@ -4,8 +4,8 @@ graph's pause (LangChain's human-in-the-loop request) shows as a card with
 Approve / Edit / Reject, the answer (LangChain's decisions) streams like a
 message and books exactly once (or not at all), a reload brings a pending
 card back, and Regenerate replaces the last reply through rewind + resend,
-refusing a session someone else changed. Keeps artifacts/chat-hitl-*.png
-and artifacts/chat-regenerate.png.
+refusing a session someone else changed. Keeps artifacts/<database>/chat-hitl-*.png
+and artifacts/<database>/chat-regenerate.png.
 
 Playwright's sync API refuses to run inside an event loop, so these tests
 are sync, and the database is read after the browser block."""
@@ -13,21 +13,19 @@ are sync, and the database is read after the browser block."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import httpx
 import pytest
-from django.conf import settings
 
 from graphs.booking.models import Booking
 from sessions_app.models import AgentSession
 from sessions_app.services import api_key_create
-from tests.browser import launch_chromium, send_chat_message
+from tests.browser import artifacts_dir, launch_chromium, send_chat_message
 from turns_app.models import AgentTurn
 
 pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ARTIFACTS = Path(settings.BASE_DIR) / "artifacts"
+ARTIFACTS = artifacts_dir()
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 # The offline model plays the booking agent from these (tests/system/test_booking.py).
 BOOK_APPROVED = "Book a table for 3 people on 2031-06-01 at 20:00, my name is Ada Lovelace"

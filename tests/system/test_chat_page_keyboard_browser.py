@@ -3,24 +3,22 @@ Chromium against a real daphne process (docs/api.md, "The chat page"): the
 graph list fills while the key is being typed (no need to leave the field),
 the focus is back in the message box after each Send, and after three
 turns the message box is still in view — the transcript scrolls, not the
-page. Keeps artifacts/chat-keyboard.png.
+page. Keeps artifacts/<database>/chat-keyboard.png.
 
 Playwright's sync API refuses to run inside an event loop, so this test is sync."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from sessions_app.services import api_key_create
-from tests.browser import launch_chromium, send_chat_message
+from tests.browser import artifacts_dir, launch_chromium, send_chat_message
 
 pytestmark = [pytest.mark.system, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ARTIFACT = Path(settings.BASE_DIR) / "artifacts" / "chat-keyboard.png"
+ARTIFACT = artifacts_dir() / "chat-keyboard.png"
 VIEWPORT = {"width": 1280, "height": 800}
 # Long enough that three turns outgrow the space the transcript has.
 TURNS = [
