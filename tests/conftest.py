@@ -14,7 +14,7 @@ from graphs.runtime.store import close_stores
 from tests.browser import NoChromium, chromium_path
 from tests.fixtures import fakes
 from tests.fixtures.api import Api
-from tests.fixtures.databases import fresh_database
+from tests.fixtures.databases import FAST_COMMITS, fresh_database
 from tests.fixtures.fakes import Script
 from turns_app.checkpoint_tables import checkpoint_tables
 from turns_app.wakeups import stop_listening
@@ -56,6 +56,16 @@ def pytest_collection_modifyitems(config, items):
             chromium_path()  # once, before any test: found, installed, or one clear line
         except NoChromium as missing:
             pytest.exit(str(missing), returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, committing without the WAL flush on
+    PostgreSQL (FAST_COMMITS: tests.fixtures.databases) for the servers and
+    connections the tests open."""
+    if connection.vendor == "postgresql":
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute(FAST_COMMITS.format(name=connection.settings_dict["NAME"]))
 
 
 @pytest.fixture(autouse=True)

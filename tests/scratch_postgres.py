@@ -18,6 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tests.fixtures.databases import FAST_COMMITS
+
 DEFAULT_ADMIN_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 
@@ -55,6 +57,7 @@ def scratch_postgres() -> Iterator[Callable[[], str]]:
         name = f"move_{uuid.uuid4().hex[:8]}"
         with _admin() as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(FAST_COMMITS.format(name=name))
         created.append(name)
         return url_for(name)
 
