@@ -37,6 +37,7 @@ def build_application():
         ThreadJoinConsumer,
     )
     from langgraph_app.cors import ProtocolCors
+    from langgraph_app.custom_app import with_custom_routes
     from langgraph_app.thread_socket import RefusedSocket, ThreadStreamSocket
     from turns_app.consumers import TurnReattachConsumer, TurnStreamConsumer
 
@@ -44,32 +45,36 @@ def build_application():
     # check_session_key and answer 422 invalid_session_key, not 404.
     router = ProtocolTypeRouter(
         {
+            # http.app's routes first, as langgraph-api serves them; inside
+            # the CORS, as its global CORS middleware is around them.
             "http": ProtocolCors(
-                URLRouter(
-                    [
-                        asgi_path(r"^api/sessions/(?P<key>.+)/turns/stream$", TurnStreamConsumer.as_asgi()),
-                        asgi_path(
-                            r"^api/sessions/(?P<key>.+)/turns/(?P<turn_id>[^/]+)/stream$",
-                            TurnReattachConsumer.as_asgi(),
-                        ),
-                        # LangGraph's Agent Protocol: its SSE endpoints.
-                        asgi_path(
-                            r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/stream$",
-                            RunStreamConsumer.as_asgi(),
-                        ),
-                        asgi_path(r"^langgraph/runs/stream$", RunStreamConsumer.as_asgi()),
-                        asgi_path(
-                            r"^langgraph/threads/(?P<thread_id>[^/]+)/stream/events$",
-                            ThreadEventsConsumer.as_asgi(),
-                        ),
-                        asgi_path(r"^langgraph/threads/(?P<thread_id>[^/]+)/stream$", ThreadJoinConsumer.as_asgi()),
-                        asgi_path(
-                            r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/stream$",
-                            JoinStreamConsumer.as_asgi(),
-                        ),
-                        asgi_path(r"^api/", api_app),
-                        asgi_path(r"", django_app),
-                    ]
+                with_custom_routes(
+                    URLRouter(
+                        [
+                            asgi_path(r"^api/sessions/(?P<key>.+)/turns/stream$", TurnStreamConsumer.as_asgi()),
+                            asgi_path(
+                                r"^api/sessions/(?P<key>.+)/turns/(?P<turn_id>[^/]+)/stream$",
+                                TurnReattachConsumer.as_asgi(),
+                            ),
+                            # LangGraph's Agent Protocol: its SSE endpoints.
+                            asgi_path(
+                                r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/stream$",
+                                RunStreamConsumer.as_asgi(),
+                            ),
+                            asgi_path(r"^langgraph/runs/stream$", RunStreamConsumer.as_asgi()),
+                            asgi_path(
+                                r"^langgraph/threads/(?P<thread_id>[^/]+)/stream/events$",
+                                ThreadEventsConsumer.as_asgi(),
+                            ),
+                            asgi_path(r"^langgraph/threads/(?P<thread_id>[^/]+)/stream$", ThreadJoinConsumer.as_asgi()),
+                            asgi_path(
+                                r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/stream$",
+                                JoinStreamConsumer.as_asgi(),
+                            ),
+                            asgi_path(r"^api/", api_app),
+                            asgi_path(r"", django_app),
+                        ]
+                    )
                 )
             ),
             # The thread-stream protocol over WebSocket (its only WebSocket).

@@ -368,6 +368,8 @@ AGENT_STORE_SWEEP_INTERVAL_MINUTES = env_number("AGENT_STORE_SWEEP_INTERVAL_MINU
 AGENT_STORE_INDEX = index_setting(os.environ.get("AGENT_STORE_INDEX", ""))
 # A langgraph_sdk.Auth to use instead of API keys (docs/configuration.md, "Custom auth").
 AGENT_AUTH_PATH = os.environ.get("AGENT_AUTH_PATH", "").strip()
+# A Starlette app whose routes /langgraph/ serves too (docs/configuration.md, "Custom routes").
+AGENT_HTTP_APP = os.environ.get("AGENT_HTTP_APP", "").strip()
 
 # `text` for people, `json` (one object per line) for a log pipeline.
 LOG_FORMAT = env_choice("LOG_FORMAT", "text", {"text", "json"})

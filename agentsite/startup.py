@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 
 from agentsite import graceful_stop
-from agentsite.cli import already_serving
+from agentsite.cli import already_serving, refuse_to_start
 from core.database import (
     explain_connect_error,
     is_postgres,
@@ -28,6 +28,7 @@ from core.logs import route_daphne_access_log
 from graphs.runtime.registry import check_registry
 from graphs.runtime.savers import close_savers
 from graphs.runtime.store import close_stores
+from langgraph_app.custom_app import custom_app, start_lifespan, stop_lifespan
 from sessions_app.auth import uses_custom_auth
 from turns_app.checkpoint_tables import schema_problem
 from turns_app.maintenance import maintenance
@@ -83,6 +84,7 @@ async def close_connections() -> None:
     """What this process holds open on its event loop: the maintenance task
     and its lock, the checkpointer's pool and the turn-event LISTEN
     connection."""
+    await stop_lifespan()  # first: the app's shutdown may still use the stores
     await maintenance.stop()
     await stop_listening()
     await close_stores()  # before the savers: on PostgreSQL it borrows their pool
@@ -145,6 +147,25 @@ def start_maintenance() -> None:
     reactor.callWhenRunning(reactor.callLater, 0, maintenance.start)
 
 
+def start_custom_app() -> None:
+    """http.app: imported now, so a bad one stops the start-up; its lifespan
+    started on the server's loop once it runs (docs/configuration.md,
+    "Custom routes"), and a start-up that fails stops the server."""
+    import sys
+
+    if custom_app() is None or "twisted.internet.reactor" not in sys.modules:
+        return
+    from twisted.internet import reactor
+
+    async def start() -> None:
+        failed = await start_lifespan()
+        if failed is not None:
+            await close_connections()
+            refuse_to_start(f"http.app's lifespan start-up failed: {failed}")
+
+    reactor.callWhenRunning(reactor.callLater, 0, lambda: asyncio.ensure_future(start()))
+
+
 def start_health_port() -> None:
     """AGENT_HEALTH_PORT: /api/health on a thread of its own
     (core.http.health_port), and the loop's heartbeat it reports."""
@@ -180,6 +201,7 @@ def prepare_serving() -> None:
     install_shutdown_hook()
     graceful_stop.install()
     start_maintenance()
+    start_custom_app()
     start_health_port()
 
 

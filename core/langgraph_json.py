@@ -7,8 +7,8 @@ Served keys: `graphs` (a name -> `./path/to/file.py:attr` relative to the
 file, or `module.path:attr`), `env` (a mapping, or a `.env` file relative to
 the file; the process environment wins), `dependencies` (local folders put
 on the import path; packages must be installed already), `auth.path` (as
-AGENT_AUTH_PATH), `store` (`store.index`, `store.ttl`: core.store_config).
-Keys that only
+AGENT_AUTH_PATH), `store` (`store.index`, `store.ttl`: core.store_config),
+`http.app` (as AGENT_HTTP_APP: langgraph_app.custom_app). Keys that only
 `langgraph build` reads are accepted and do nothing here. Any other key
 stops the start-up with one line naming it, never ignored."""
 
@@ -25,7 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from core.store_config import apply_store, refuse_unsupported
 
-SERVED = frozenset({"graphs", "env", "dependencies", "auth", "store"})
+SERVED = frozenset({"graphs", "env", "dependencies", "auth", "store", "http"})
 # Read by `langgraph build` / `langgraph dockerfile` for the image they make.
 BUILD_ONLY = frozenset(
     {
@@ -41,7 +41,6 @@ BUILD_ONLY = frozenset(
 )
 # What each unserved key asks for, as the refusal names it.
 NOT_YET = {
-    "http": "http.app (custom routes)",
     # No default thread TTL is served: a thread takes its own `ttl` on create
     # or patch, and AGENT_SESSION_IDLE_DAYS expires idle sessions.
     "checkpointer": "checkpointer (checkpointer.ttl: give threads a ttl, or use AGENT_SESSION_IDLE_DAYS)",
@@ -49,6 +48,27 @@ NOT_YET = {
     "ui": "ui (generative UI components)",
     "webhooks": "webhooks",
     "encryption": "encryption",
+}
+# langgraph-api's `http` switches that agentsite serves only at their
+# default: false turns nothing off, so it is accepted; true is refused.
+HTTP_OFF_SWITCHES = frozenset(
+    {
+        "disable_assistants",
+        "disable_threads",
+        "disable_runs",
+        "disable_store",
+        "disable_meta",
+        "disable_webhooks",
+        "disable_ui",
+        "disable_mcp",
+        "disable_a2a",
+        "disable_event_streaming",
+        "enable_custom_route_auth",
+    }
+)
+HTTP_REASONS = {
+    "cors": "http.cors (set LANGGRAPH_CORS_ALLOWED_ORIGINS)",
+    "mount_prefix": "http.mount_prefix (the protocol is served at /langgraph/)",
 }
 FILE_MAX_BYTES = 1024 * 1024
 GRAPH_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -145,6 +165,33 @@ def _auth(spec: object, base: Path, where: str, environ: MutableMapping[str, str
         environ.setdefault("AGENT_AUTH_PATH", spec["path"])
 
 
+def _http(spec: object, base: Path, where: str, environ: MutableMapping[str, str]) -> None:
+    """http.app becomes AGENT_HTTP_APP (unless that is set), a file path
+    made absolute. The switches are served at their defaults only."""
+    if not isinstance(spec, dict):
+        raise ImproperlyConfigured(f"{where}: http must be an object")
+    on = {k: f"http.{k} (served as false only)" for k in HTTP_OFF_SWITCHES & set(spec) if spec[k] is not False}
+    if spec.get("middleware_order", "middleware_first") != "middleware_first":
+        # auth_first: the app's middleware inside the auth, not around it.
+        on["middleware_order"] = "http.middleware_order (served as middleware_first only)"
+    served = (HTTP_OFF_SWITCHES | {"app", "middleware_order"}) - set(on)
+    refuse_unsupported(where, spec, served, "http.", on | HTTP_REASONS)
+    app = spec.get("app")
+    if app is None:
+        return
+    if not isinstance(app, str) or ":" not in app.strip(":"):
+        raise ImproperlyConfigured(f"{where}: http.app must read ./path/to/file.py:attribute or module.path:attribute")
+    target, _, attribute = app.rpartition(":")
+    if target.endswith((".ts", ".js", ".mts", ".cts", ".mjs", ".cjs")):
+        raise ImproperlyConfigured(f"{where}: http.app is a JavaScript app; agentsite serves a Python (Starlette) app")
+    if target.endswith(".py") or "/" in target:
+        file = (base / target).resolve()
+        if not file.is_file():
+            raise ImproperlyConfigured(f"{where}: http.app: {file} does not exist")
+        app = f"{file}:{attribute}"
+    environ.setdefault("AGENT_HTTP_APP", app)
+
+
 def _dependencies(spec: object, base: Path, where: str) -> None:
     if not isinstance(spec, list) or not all(isinstance(d, str) for d in spec):
         raise ImproperlyConfigured(f"{where}: dependencies must be a list of strings")
@@ -199,6 +246,8 @@ def load_project(path: Path, environ: MutableMapping[str, str]) -> dict[str, str
         _auth(data["auth"], path.parent, where, environ)
     if "store" in data:
         apply_store(data["store"], path.parent, where, environ)
+    if "http" in data:
+        _http(data["http"], path.parent, where, environ)
     if "dependencies" in data:
         _dependencies(data["dependencies"], path.parent, where)
     return _graphs(data.get("graphs"), path.parent, where)

@@ -33,6 +33,7 @@ and sessions_app's public services and selectors (docs/agent-protocol.md).
     runs_api.py        JSON endpoints: runs (start in the background, wait, join, cancel)
     openapi.py         the SSE endpoints in the OpenAPI document
     cors.py            CORS for browser clients on another origin
+    custom_app.py      a project's own Starlette app (http.app), its routes first
 
 The LangGraph-native stream parts a protocol run asks for travel in its
 claim (turns_app.types.Claim.stream_modes) and are logged by the graph step.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from langgraph_sdk import get_client
 
 from core.langgraph_json import project_file, project_graphs
 from core.store_config import index_setting
+from langgraph_app.custom_app import custom_app
 from tests.fixtures.databases import run
 from tests.test_startup_errors import assert_refused
 
@@ -91,7 +93,15 @@ def test_graphs_by_file_and_module_env_under_the_process_environment(tmp_path):
         ({"store": {"path": "./store.py:store"}}, "store.path (a custom store"),
         ({"store": {"ttl": {"default_ttl": "soon"}}}, "store.ttl.default_ttl must be"),
         ({"store": {"ttl": {"sweep_limit": 5}}}, "store.ttl.sweep_limit"),
-        ({"http": {"app": "./app.py:app"}}, "http.app"),
+        ({"http": {"app": "./app.py:app"}}, "http.app: "),
+        ({"http": {"app": "./webapp.js:app"}}, "JavaScript app"),
+        ({"http": {"app": "webapp"}}, "http.app must read"),
+        (
+            {"http": {"disable_runs": True, "cors": {}}},
+            "http.cors (set LANGGRAPH_CORS_ALLOWED_ORIGINS), http.disable_runs",
+        ),
+        ({"http": {"middleware_order": "auth_first"}}, "http.middleware_order (served as middleware_first only)"),
+        ({"http": {"mount_prefix": "/x", "configurable_headers": {}}}, "http.configurable_headers, http.mount_prefix"),
         ({"checkpointer": {"ttl": {}}, "telemetry": True}, "or use AGENT_SESSION_IDLE_DAYS), telemetry"),
         ({"env": ["A=1"]}, "env must be"),
         ({"env": "./missing.env"}, "does not exist"),
@@ -124,9 +134,9 @@ def test_a_named_file_that_is_not_there_or_a_clash_is_refused(tmp_path):
 
 
 def test_the_server_refuses_to_start_in_one_line(tmp_path):
-    path = project(tmp_path, http={"app": "./app.py:app"}, webhooks={})
+    path = project(tmp_path, ui={}, webhooks={})
     result = run(["manage.py", "check"], f"sqlite:///{tmp_path / 'db.sqlite3'}", AGENT_LANGGRAPH_JSON=str(path))
-    assert_refused(result, "not supported by agentsite (yet): http.app (custom routes), webhooks")
+    assert_refused(result, "not supported by agentsite (yet): ui (generative UI components), webhooks")
 
 
 def test_store_index_and_ttl_become_the_store_settings(tmp_path):
@@ -153,6 +163,38 @@ def test_auth_path_is_agent_auth_path_relative_to_the_file(tmp_path):
     environ = {"AGENT_LANGGRAPH_JSON": str(path), "AGENT_AUTH_PATH": "mine:auth"}
     project_graphs(environ, tmp_path, DEFAULT)
     assert environ["AGENT_AUTH_PATH"] == "mine:auth"  # the environment wins
+
+
+def test_http_app_is_agent_http_app_relative_to_the_file(tmp_path):
+    (tmp_path / "webapp.py").write_text("")
+    off = {"disable_assistants": False, "enable_custom_route_auth": False, "middleware_order": "middleware_first"}
+    path = project(tmp_path, http={"app": "./webapp.py:app", **off})
+    environ = {"AGENT_LANGGRAPH_JSON": str(path)}
+    project_graphs(environ, tmp_path, DEFAULT)
+    assert environ["AGENT_HTTP_APP"] == f"{tmp_path / 'webapp.py'}:app"
+    path = project(tmp_path, http={"app": "mine.webapp:app"})
+    environ = {"AGENT_LANGGRAPH_JSON": str(path)}
+    project_graphs(environ, tmp_path, DEFAULT)
+    assert environ["AGENT_HTTP_APP"] == "mine.webapp:app"
+
+
+@pytest.mark.parametrize(
+    "source, fragment",
+    [
+        ("app = object()", "is not a Starlette or FastAPI application but object"),
+        ("", "the module has no 'app'"),
+        ("import no_such_module_xyz", "cannot be imported: ModuleNotFoundError"),
+    ],
+)
+def test_an_http_app_that_is_no_starlette_app_is_refused(settings, tmp_path, source, fragment):
+    (tmp_path / "webapp.py").write_text(source)
+    settings.AGENT_HTTP_APP = f"{tmp_path / 'webapp.py'}:app"
+    custom_app.cache_clear()
+    try:
+        with pytest.raises(ImproperlyConfigured, match=re.escape(fragment)):
+            custom_app()
+    finally:
+        custom_app.cache_clear()
 
 
 @pytest.mark.system
