@@ -49,6 +49,9 @@ class Served:
             "AGENT_MODEL": "offline",
             "AGENT_OFFLINE_TOKEN_DELAY_MS": "0",
             "LOG_LEVEL": "WARNING",
+            # Every turn opens a session: more rounds than the default cap
+            # allows (1000 a key) would end in 429 too_many_sessions.
+            "AGENT_MAX_SESSIONS_PER_OWNER": "1000000",
             "PYTHONPATH": str(self.path),
         }
         python = str(BIN / "python")
