@@ -194,7 +194,9 @@ THREAD_TTL_MAX = 10 * 365 * 24 * 60
 
 
 class ThreadTTL(_In):
-    strategy: Literal["delete", "keep_latest"] = Field("delete", description="delete (keep_latest is not supported)")
+    strategy: Literal["delete", "keep_latest"] = Field(
+        "delete", description="delete the thread, or keep_latest: prune it to its latest state"
+    )
     ttl: Annotated[StrictFloat | StrictInt, Field(gt=0, le=THREAD_TTL_MAX)] = Field(description="minutes from now")
 
 

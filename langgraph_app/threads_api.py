@@ -37,17 +37,15 @@ from turns_app import services as turn_services
 threads_router = Router(tags=["Threads"])
 
 
-def ttl_minutes(ttl: ThreadTTL | None) -> float | None:
-    """A thread's TTL as sessions_app keeps it: minutes, strategy delete."""
+def thread_ttl(ttl: ThreadTTL | None) -> dict[str, Any]:
+    """A thread's TTL as sessions_app takes it: minutes and strategy."""
     if ttl is None:
-        return None
-    if ttl.strategy != "delete":
-        raise not_supported(f"the ttl strategy {ttl.strategy}")
-    return float(ttl.ttl)
+        return {}
+    return {"ttl_minutes": float(ttl.ttl), "ttl_strategy": ttl.strategy}
 
 
 def _create_thread(owner: str, payload: ThreadCreate) -> dict[str, Any]:
-    minutes = ttl_minutes(payload.ttl)
+    ttl = thread_ttl(payload.ttl)
     if payload.supersteps:
         raise not_supported("supersteps")
     # An empty id is a bad key (422), not a request for a random one.
@@ -58,9 +56,7 @@ def _create_thread(owner: str, payload: ThreadCreate) -> dict[str, Any]:
     named = metadata.get("graph_id")
     graph = named if isinstance(named, str) and named in settings.AGENT_GRAPHS else None
     try:
-        session = session_services.session_create(
-            owner=owner, key=key, metadata=metadata, graph=graph, ttl_minutes=minutes
-        )
+        session = session_services.session_create(owner=owner, key=key, metadata=metadata, graph=graph, **ttl)
     except SessionExists:
         if payload.if_exists != "do_nothing":
             raise SessionExists(f"Thread {key} already exists") from None
@@ -140,7 +136,8 @@ def _get(owner: str, key: str, with_ttl: bool) -> dict[str, Any]:
     thread = threads.thread_json(session)
     if with_ttl and session.expires_at is not None:
         minutes, expires_at = session.ttl_minutes, threads.iso(session.expires_at)
-        thread["ttl"] = {"strategy": "delete", "ttl_minutes": minutes, "expires_at": expires_at}
+        strategy = session.ttl_strategy or "delete"
+        thread["ttl"] = {"strategy": strategy, "ttl_minutes": minutes, "expires_at": expires_at}
     return thread
 
 
@@ -155,11 +152,9 @@ async def get_thread(request: AuthedRequest, thread_id: str):
 
 
 def _patch(owner: str, key: str, payload: ThreadPatch) -> dict[str, Any]:
-    minutes = ttl_minutes(payload.ttl)
+    ttl = thread_ttl(payload.ttl)
     try:
-        session = session_services.session_merge_metadata(
-            owner=owner, key=key, metadata=payload.metadata or {}, ttl_minutes=minutes
-        )
+        session = session_services.session_merge_metadata(owner=owner, key=key, metadata=payload.metadata or {}, **ttl)
     except SessionNotFound:
         raise thread_not_found(key) from None
     return threads.thread_json(session)

@@ -85,6 +85,7 @@ class LockedSession:
         session.lease_expires_at = None
         session.ttl_minutes = None
         session.expires_at = None
+        session.ttl_strategy = None
         session.pruned_before = None
         session.save()
 

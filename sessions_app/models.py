@@ -14,6 +14,8 @@ from django.db.models import Q
 # Not "." or "..": path segments that browsers and most HTTP clients resolve
 # away, so such a session could never be addressed by its URL.
 SESSION_KEY_PATTERN = r"^(?!\.\.?$)[A-Za-z0-9._:-]{1,255}$"
+# The thread TTL strategy that prunes instead of deleting (`ttl_strategy`).
+KEEP_LATEST = "keep_latest"
 
 
 class ApiKey(models.Model):
@@ -88,11 +90,14 @@ class AgentSession(models.Model):
     active_turn_id = models.UUIDField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
-    # The Agent Protocol's thread TTL (strategy delete): minutes, counted
-    # from the create or patch that set it; maintenance deletes the session
-    # once `expires_at` passed (docs/agent-protocol.md, "Thread lifecycle").
+    # The Agent Protocol's thread TTL: minutes, counted from the create or
+    # patch that set it; once `expires_at` passed, maintenance deletes the
+    # session, or with `ttl_strategy` keep_latest prunes its history to the
+    # latest state and counts again (docs/agent-protocol.md, "Thread
+    # lifecycle"). Null strategy: delete; nullable, as `pruned_before`.
     ttl_minutes = models.FloatField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
+    ttl_strategy = models.CharField(max_length=16, null=True, blank=True)  # noqa: DJ001
     # A prune that kept the latest state (keep_latest): the checkpoint id of
     # that state; older states of the epoch are no longer in its history.
     # Nullable, so SQLite adds the column in place: rebuilding the table

@@ -14,7 +14,7 @@ from core.errors import InvalidSessionKey, SessionNotFound
 
 # AgentSession is also the type of what these reads return: the apps above
 # name it from here, never from sessions_app.models.
-from sessions_app.models import SESSION_KEY_PATTERN, AgentSession
+from sessions_app.models import KEEP_LATEST, SESSION_KEY_PATTERN, AgentSession
 
 _SESSION_KEY = re.compile(SESSION_KEY_PATTERN)
 
@@ -133,11 +133,12 @@ def sessions_idle_since(cutoff, *, limit: int) -> list:
     )
 
 
-def sessions_expired_by(moment, *, limit: int) -> list:
+def sessions_expired_by(moment, *, limit: int, keep_latest: bool = False) -> list:
     """Ids of live sessions whose thread TTL ran out by `moment`, the
-    longest expired first."""
+    longest expired first: those of strategy delete, or `keep_latest`."""
+    strategy = Q(ttl_strategy=KEEP_LATEST) if keep_latest else Q(ttl_strategy__isnull=True)
     return list(
-        AgentSession.objects.filter(deleted_at__isnull=True, expires_at__lte=moment)
+        AgentSession.objects.filter(strategy, deleted_at__isnull=True, expires_at__lte=moment)
         .order_by("expires_at")
         .values_list("id", flat=True)[:limit]
     )

@@ -32,7 +32,7 @@ from graphs.intake import form_spec
 from sessions_app.api_keys import API_KEY_PREFIX, api_key_authenticate, api_key_create, api_key_revoke, hash_api_key
 from sessions_app.creation import REVIVED_FIELDS, check_session_quota, insert_under_quota, inserted, new_session, revive
 from sessions_app.locking import LockedSession, session_as_claimed, session_create_locked, session_lock
-from sessions_app.models import AgentSession
+from sessions_app.models import KEEP_LATEST, AgentSession
 from sessions_app.selectors import (
     check_session_key,
     session_get_including_deleted,
@@ -107,24 +107,27 @@ def session_create(
     metadata: Any = None,
     graph: Any = None,
     ttl_minutes: float | None = None,
+    ttl_strategy: str | None = None,
 ) -> AgentSession:
     """A new session (or a new epoch of a deleted one) running `graph`
     (default AGENT_GRAPH) for its whole epoch; with `ttl_minutes`, deleted
-    by maintenance that many minutes from now (`sessions_expire_ttl`)."""
+    by maintenance that many minutes from now (`sessions_expire_ttl`), or
+    with `ttl_strategy` keep_latest pruned then (turns_app's maintenance)."""
     with transaction.atomic(durable=True):
         session = session_insert(owner=owner, key=key, form=form, metadata=metadata, graph=graph)
         if ttl_minutes is not None:
-            _set_ttl(session, ttl_minutes)
+            _set_ttl(session, ttl_minutes, ttl_strategy)
             session.save(update_fields=TTL_FIELDS)
         return session
 
 
-TTL_FIELDS = ["ttl_minutes", "expires_at", "updated_at"]
+TTL_FIELDS = ["ttl_minutes", "expires_at", "ttl_strategy", "updated_at"]
 
 
-def _set_ttl(session: AgentSession, minutes: float) -> None:
+def _set_ttl(session: AgentSession, minutes: float, strategy: str | None = None) -> None:
     session.ttl_minutes = minutes
     session.expires_at = timezone.now() + timedelta(minutes=minutes)
+    session.ttl_strategy = KEEP_LATEST if strategy == KEEP_LATEST else None
 
 
 def session_insert(
@@ -158,7 +161,9 @@ def session_insert(
         raise SessionExists() from None
 
 
-def session_merge_metadata(*, owner: str, key: str, metadata: Any, ttl_minutes: float | None = None) -> AgentSession:
+def session_merge_metadata(
+    *, owner: str, key: str, metadata: Any, ttl_minutes: float | None = None, ttl_strategy: str | None = None
+) -> AgentSession:
     """Merge `metadata` into the session's (a key set to null stays, as
     null): the Agent Protocol's thread update, and its run creation stamping
     the thread with the graph it runs. The merged result is bounded as a
@@ -173,7 +178,7 @@ def session_merge_metadata(*, owner: str, key: str, metadata: Any, ttl_minutes: 
             session.metadata = merged
             update = ["metadata", "updated_at"]
         if ttl_minutes is not None:
-            _set_ttl(session, ttl_minutes)
+            _set_ttl(session, ttl_minutes, ttl_strategy)
             update = [*update, *TTL_FIELDS]
         if update:
             session.save(update_fields=sorted(set(update)))
@@ -244,6 +249,7 @@ def session_delete(
             return None
         if expired_by is not None and (
             session.is_deleted
+            or session.ttl_strategy is not None
             or session.expires_at is None
             or session.expires_at > expired_by
             or session.has_live_turn(locked.now)

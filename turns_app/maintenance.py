@@ -27,7 +27,7 @@ from core.asyncdb import db
 from core.database import database_settings, is_postgres, postgres_conninfo
 from sessions_app.services import sessions_expire_idle, sessions_expire_ttl, tombstones_remove
 from turns_app.checkpoint_tables import checkpoints_sweep
-from turns_app.services import events_compact, turns_expire_dead
+from turns_app.services import events_compact, sessions_prune_ttl, turns_expire_dead
 from turns_app.store_tables import sweep_expired
 from turns_app.wakeups import followers_remove_stale
 
@@ -49,6 +49,7 @@ class Report:
     threads_dropped: list[str] = field(default_factory=list)
     sessions_expired: int = 0
     threads_ttl_expired: int = 0
+    threads_ttl_pruned: int = 0
     tombstones_removed: int = 0
     followers_removed: int = 0
     store_items_expired: int = 0
@@ -70,6 +71,7 @@ def maintenance_run(*, dry_run: bool = False) -> Report:
     if settings.AGENT_SESSION_IDLE_DAYS > 0:
         report.sessions_expired = sessions_expire_idle(days=settings.AGENT_SESSION_IDLE_DAYS, limit=BATCH)
     report.threads_ttl_expired = sessions_expire_ttl(limit=BATCH)
+    report.threads_ttl_pruned = sessions_prune_ttl(limit=BATCH)
     if settings.AGENT_TOMBSTONE_DAYS > 0:
         report.tombstones_removed = tombstones_remove(days=settings.AGENT_TOMBSTONE_DAYS, limit=BATCH)
     report.followers_removed = followers_remove_stale()

@@ -94,6 +94,52 @@ async def test_a_ttl_deletes_the_thread_through_the_delete_service(servers, alic
         assert "ttl" not in await client.threads.get(again["thread_id"], include=["ttl"])
 
 
+async def test_a_keep_latest_ttl_prunes_the_thread_to_its_latest_state(servers, alice):
+    server = servers()
+    client = get_client(url=f"{server.url}/langgraph", api_key=alice)
+    async with asyncio.timeout(TEST_SECONDS):
+        thread = await client.threads.create(ttl={"ttl": TINY_TTL_MINUTES, "strategy": "keep_latest"})
+        tid = thread["thread_id"]
+        for text in ("Hello, I am Ada Lovelace", "ada@example.com"):
+            await client.runs.wait(tid, "intake", input=human(text))
+        # A thread whose keep_latest TTL has not run out is left as it is.
+        later = await client.threads.create(ttl={"ttl": 60, "strategy": "keep_latest"})
+        await client.runs.wait(later["thread_id"], "intake", input=human("Hello"))
+        later_history = await client.threads.get_history(later["thread_id"], limit=100)
+        before: Any = await client.threads.get_state(tid)
+        assert len(await client.threads.get_history(tid, limit=100)) > 2
+        shown: Any = await client.threads.get(tid, include=["ttl"])
+        assert shown["ttl"]["strategy"] == "keep_latest" and shown["ttl"]["ttl_minutes"] == TINY_TTL_MINUTES
+        expires_at = datetime.fromisoformat(shown["ttl"]["expires_at"])
+
+        async def expired() -> bool:
+            return timezone.now() > expires_at
+
+        await until(expired)
+        report = await orm(maintenance_run)
+        assert (report.threads_ttl_pruned, report.threads_ttl_expired) == (1, 0)
+        # As POST /threads/prune with keep_latest: the thread and its latest state stay.
+        after = await client.threads.get_state(tid)
+        assert (after["values"], after["checkpoint"]) == (before["values"], before["checkpoint"])
+        [kept] = await client.threads.get_history(tid, limit=100)
+        assert kept["checkpoint"] == before["checkpoint"] and kept["parent_checkpoint"] is None
+        assert (await orm(session_row, key=tid)) == {"deleted": False, "epoch": 1, "turns": 2}
+        assert await client.threads.get_history(later["thread_id"], limit=100) == later_history
+        # Its TTL counts again from the prune.
+        again: Any = await client.threads.get(tid, include=["ttl"])
+        assert datetime.fromisoformat(again["ttl"]["expires_at"]) > expires_at
+        assert again["ttl"]["strategy"] == "keep_latest"
+        # A patch to strategy delete deletes it at its TTL instead.
+        await client.threads.update(tid, metadata={}, ttl={"ttl": TINY_TTL_MINUTES, "strategy": "delete"})
+        deleting: Any = await client.threads.get(tid, include=["ttl"])
+        expires_at = datetime.fromisoformat(deleting["ttl"]["expires_at"])
+        await until(expired)
+        report = await orm(maintenance_run)
+        assert (report.threads_ttl_pruned, report.threads_ttl_expired) == (0, 1)
+        with pytest.raises(NotFoundError):
+            await client.threads.get(tid)
+
+
 async def test_prune_and_storage(servers, alice, bob):
     server = servers()
     url = f"{server.url}/langgraph"
@@ -170,8 +216,6 @@ async def test_hostile_lifecycle_input_is_a_4xx_with_a_code(servers, alice):
             for method, path in (("post", "/threads"), ("patch", f"/threads/{tid}")):
                 response = await raw.request(method, path, json={"ttl": ttl}, headers=headers)
                 assert (response.status_code, response.json()["code"]) == (422, "validation_error"), (ttl, method)
-        response = await raw.post("/threads", json={"ttl": {"strategy": "keep_latest", "ttl": 5}}, headers=headers)
-        assert response.status_code == 422 and "not supported" in response.json()["detail"], response.text
         bad_prunes = [
             {},
             {"thread_ids": tid},

@@ -38,6 +38,7 @@ from turns_app.services.session_history import (
     session_history_prune,
     session_rewind,
     session_turns_purge,
+    sessions_prune_ttl,
 )
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "session_history_prune",
     "session_rewind",
     "session_turns_purge",
+    "sessions_prune_ttl",
     "turn_abort",
     "turn_cancel",
     "turn_claim",

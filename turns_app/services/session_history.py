@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from uuid import UUID
 
 from django.db import transaction
+from django.utils import timezone
 
-from core.errors import SessionBusy, TurnNotFound, VersionConflict
-from sessions_app.selectors import session_get
+from core.errors import SessionBusy, SessionNotFound, TurnNotFound, VersionConflict
+from sessions_app.selectors import KEEP_LATEST, session_get, sessions_expired_by
 from sessions_app.services import LockedSession, session_insert, session_lock
 from turns_app.checkpoint_tables import delete_threads
 from turns_app.history import chain_ids
@@ -162,16 +164,26 @@ def _copied_result(original: AgentTurn, copy_id: UUID, epoch: int, version: int)
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
-def session_history_prune(*, session_id: UUID) -> None:
+def session_history_prune(*, session_id: UUID, expired_by: datetime | None = None) -> bool:
     """Keep only the latest state of the session's history (LangGraph's
     prune `keep_latest`): the records of every earlier checkpoint go (the
     head turn keeps its last one, the state it is in), and the session
     remembers which state was latest, so the protocol's history starts
     there. The turns stay: they are its runs, and the conversation of the
     state kept is the chain of their messages. Nothing a run reads changes,
-    so it needs no idle session and moves no version."""
+    so it needs no idle session and moves no version.
+
+    `expired_by` (the thread TTL of strategy keep_latest): prune only a
+    session whose TTL ran out by then, checked under the lock, and count
+    its TTL again from now; False when it is left as it was."""
     with transaction.atomic(durable=True):
-        session = session_lock(session_id=session_id).session
+        locked = session_lock(session_id=session_id)
+        session = locked.session
+        if expired_by is not None:
+            if session.ttl_strategy != KEEP_LATEST or session.expires_at is None or session.expires_at > expired_by:
+                return False
+            session.expires_at = locked.now + timedelta(minutes=session.ttl_minutes or 0)
+            session.save(update_fields=["expires_at"])
         head = AgentTurn.objects.filter(pk=session.head_turn_id).first() if session.head_turn_id else None
         session.pruned_before = current_ref(session.epoch, session.version, head).id
         others = AgentTurn.objects.filter(session=session, steps__isnull=False)
@@ -182,6 +194,20 @@ def session_history_prune(*, session_id: UUID) -> None:
                 head.save(update_fields=["steps"])
         others.update(steps=None)
         session.save(update_fields=["pruned_before"])
+    return True
+
+
+def sessions_prune_ttl(*, limit: int) -> int:
+    """Prune up to `limit` live sessions whose thread TTL of strategy
+    keep_latest ran out (`session_history_prune`). Returns how many."""
+    now = timezone.now()
+    pruned = 0
+    for session_id in sessions_expired_by(now, limit=limit, keep_latest=True):
+        try:
+            pruned += session_history_prune(session_id=session_id, expired_by=now)
+        except SessionNotFound:
+            continue  # deleted since it was picked
+    return pruned
 
 
 def session_turns_purge(*, locked: LockedSession, **_: object) -> None:

@@ -22,6 +22,7 @@ class Command(MigratedDatabaseCommand):
             self.stdout.write(f"compacted {report.events_compacted} event(s) of finished turns")
             self.stdout.write(f"deleted {report.sessions_expired} idle session(s)")
             self.stdout.write(f"deleted {report.threads_ttl_expired} thread(s) whose TTL ran out")
+            self.stdout.write(f"pruned {report.threads_ttl_pruned} thread(s) whose keep_latest TTL ran out")
             self.stdout.write(f"removed {report.tombstones_removed} tombstone(s)")
         verb = "would drop" if dry_run else "dropped"
         self.stdout.write(f"{verb} {len(report.threads_dropped)} checkpoint thread(s)")
