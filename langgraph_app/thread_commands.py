@@ -8,7 +8,9 @@ through (claim → run → commit, `Idempotency-Key`, multitask strategy): only
 it is a `thread_stream` run, so the graph step logs the run's v3 protocol
 events (turns_app.thread_stream_parts). `run.start` starts a run
 on the thread (made if need be), `input.respond` resumes the interrupt it
-names, once: the resume is a turn like any other.
+names, once (with the `update`, `goto`, `config` and `metadata` it is
+given, as LangGraph's server forwards them): the resume is a turn like any
+other.
 """
 
 from __future__ import annotations
@@ -187,9 +189,19 @@ async def _input_respond(caller: Caller, thread_id: str, params: dict[str, Any])
     # made by /api/ has none, and runs its graph.
     stamped = (session.metadata or {}).get("assistant_id") if isinstance(session.metadata, dict) else None
     assistant = stamped if isinstance(stamped, str) and stamped else session.graph
-    fields = {"assistant_id": assistant, "command": {"resume": resume}, "stream_mode": []}
+    # What else LangGraph's server forwards of the command: `update` and
+    # `goto` in the same Command as the resume (one checkpoint for all),
+    # `config` and `metadata` as the run's, checked and bounded as a run's.
+    run = _given(params, ("config", "metadata"))
+    command = {"resume": resume, **_given(params, ("update", "goto"))}
+    fields = {"assistant_id": assistant, "command": command, "stream_mode": [], **run}
     await _start(caller, thread_id, fields)
     return {}
+
+
+def _given(params: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    # A null is absent, as LangGraph's server reads these.
+    return {name: params[name] for name in names if params.get(name) is not None}
 
 
 async def _agent_get_tree(caller: Caller, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
