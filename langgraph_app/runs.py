@@ -48,6 +48,9 @@ logger = logging.getLogger(__name__)
 # An id past any event's: following from it yields only the final event.
 ONLY_THE_END = 2**62
 _background: set[asyncio.Future] = set()
+# A turn request's key naming the checkpoint a run or a state update was
+# asked to start from, when no `from` note names it (start_note).
+AT_CHECKPOINT = "at"
 
 
 @dataclass
@@ -162,6 +165,21 @@ def start_point(*, owner: str, key: str, ref: CheckpointRef) -> StartPoint:
     return StartPoint(inside, origin, again or None)
 
 
+def start_note(ref: CheckpointRef | None, origin: dict[str, Any] | None) -> dict[str, Any]:
+    """What a request records of the checkpoint it names: a step inside a
+    run its `from` note (which the claim and history read), any other (the
+    state after a run, the thread's current one, its start, a run's input
+    checkpoint taken as its parent) its id, for the request's digest alone:
+    an Idempotency-Key sent again with another checkpoint is then a
+    conflict, not a replay (docs/turn-protocol.md, "Idempotency"). By the
+    checkpoint named, not by where it is in the history, so a retry is the
+    same request after its own commit moved the thread on. None named:
+    nothing."""
+    if origin is not None:
+        return {FROM_STEP: origin}
+    return {AT_CHECKPOINT: ref.id} if ref is not None else {}
+
+
 def _stamp(assistant: run_config.RunAssistant) -> dict[str, str]:
     # agent-chat-ui lists threads by these (threads.search by metadata).
     return {"graph_id": assistant.graph, "assistant_id": assistant.assistant_id}
@@ -271,8 +289,7 @@ async def _start(
         request = {"input": None}
     else:
         request = input_request(body.input, shape)
-    if origin is not None:
-        request[FROM_STEP] = origin
+    request.update(start_note(ref, origin))
     # The thread's key, which checkpoints streamed by the run name (turns_app.stream_parts).
     request["protocol"] = {**protocol, "thread_id": key}
     strategy = getattr(body, "multitask_strategy", "enqueue")

@@ -22,12 +22,11 @@ from langgraph_app import threads
 from langgraph_app.errors import not_supported
 from langgraph_app.ids import CheckpointRef, checkpoint_ref
 from langgraph_app.run_input import check_messages
-from langgraph_app.runs import StartPoint, start_point
+from langgraph_app.runs import StartPoint, start_note, start_point
 from langgraph_app.schemas import ThreadStateUpdate
 from sessions_app import selectors as sessions
 from turns_app.execution import TurnRun, await_turn, start_turn
 from turns_app.services import check_idempotency_key
-from turns_app.types import FROM_STEP
 
 END = "__end__"
 
@@ -98,8 +97,7 @@ async def update_state(
     at = await db(_where, owner=owner, key=key, ref=ref)
     shape = await db(shape_for, name=at.graph)
     request: dict[str, Any] = {"state": _checked(payload, shape, at.form), "protocol": {"stream_mode": []}}
-    if at.point is not None and at.point.origin is not None:
-        request[FROM_STEP] = at.point.origin
+    request.update(start_note(ref, at.point.origin if at.point is not None else None))
     try:
         started = await start_turn(
             owner=owner,
