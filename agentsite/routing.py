@@ -30,6 +30,7 @@ def build_application():
 
     api_app = ApiHandler()
     # After get_asgi_application(): the consumers import models.
+    from langgraph_app import a2a_app
     from langgraph_app.consumers import (
         JoinStreamConsumer,
         RunStreamConsumer,
@@ -71,6 +72,9 @@ def build_application():
                                 r"^langgraph/threads/(?P<thread_id>[^/]+)/runs/(?P<run_id>[^/]+)/stream$",
                                 JoinStreamConsumer.as_asgi(),
                             ),
+                            # Agent2Agent (A2A): a Starlette app, as a2a-sdk's server is.
+                            asgi_path(r"^a2a/", a2a_app.app),
+                            asgi_path(r"^\.well-known/agent-card\.json$", a2a_app.app),
                             asgi_path(r"^api/", api_app),
                             asgi_path(r"", django_app),
                         ]

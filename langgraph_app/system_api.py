@@ -21,7 +21,14 @@ async def info(request: HttpRequest):
     return {
         "version": "agentsite-1.0",
         "langgraph_py_version": importlib.metadata.version("langgraph"),
-        "flags": {"assistants": True, "crons": False, "langsmith": False, "langsmith_tracing_replicas": False},
+        "flags": {
+            "assistants": True,
+            "crons": False,
+            "langsmith": False,
+            "langsmith_tracing_replicas": False,
+            # Agent2Agent at /a2a/{assistant_id} (docs/agent-protocol.md, "A2A").
+            "a2a": True,
+        },
         "host": {"kind": "self-hosted", "project_id": None, "revision_id": None, "tenant_id": None},
         "metadata": {},
     }

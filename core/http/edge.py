@@ -58,7 +58,8 @@ def dialect_of(path: str) -> errors.Dialect | None:
     """The error contract a path speaks, if it has one."""
     if is_api(path):
         return errors.API
-    if path.startswith("/langgraph/"):
+    # A2A (langgraph_app.a2a_app) answers its refusals as the protocol does.
+    if path.startswith(("/langgraph/", "/a2a/")) or path == "/.well-known/agent-card.json":
         return errors.PROTOCOL
     return None
 
