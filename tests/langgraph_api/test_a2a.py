@@ -179,6 +179,25 @@ async def test_send_then_get_the_task_a_run_on_the_context_thread(served):
         assert [m.role for m in shorter.history] == [Role.ROLE_AGENT]
 
 
+async def test_a2a_0_3_method_names_work_too(served):
+    """message/send and tasks/get as A2A 0.3 clients (and langgraph-api's docs) name them."""
+    headers = {"x-api-key": served.keys["alice"]}
+    message = {"role": "user", "parts": [{"kind": "text", "text": "Hello, my name is Ada"}], "messageId": "v03-1"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        url = f"{served.url}/a2a/intake"
+        sent = await http.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}},
+            headers=headers,
+        )
+        task = sent.json()["result"]
+        assert task["kind"] == "task" and task["status"]["state"] == "completed", sent.text
+        got = await http.post(
+            url, json={"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task["id"]}}, headers=headers
+        )
+        assert got.json()["result"]["id"] == task["id"], got.text
+
+
 async def test_a_retried_message_id_does_not_run_twice(served):
     client = await client_for(served.url, served.keys["alice"])
     async with asyncio.timeout(TEST_SECONDS):
