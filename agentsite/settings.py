@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from core.database import CONNECT_TIMEOUT_SECONDS
 from core.langgraph_json import project_graphs
-from core.store_config import index_setting
+from core.store_config import index_setting, thread_ttl_setting
 
 # First: a project's langgraph.json may set any variable read below (its
 # `env`; the process environment wins).
@@ -368,8 +368,9 @@ AGENT_STORE_SWEEP_INTERVAL_MINUTES = env_number("AGENT_STORE_SWEEP_INTERVAL_MINU
 AGENT_STORE_INDEX = index_setting(os.environ.get("AGENT_STORE_INDEX", ""))
 # A langgraph_sdk.Auth to use instead of API keys (docs/configuration.md, "Custom auth").
 AGENT_AUTH_PATH = os.environ.get("AGENT_AUTH_PATH", "").strip()
-# A Starlette app whose routes /langgraph/ serves too (docs/configuration.md, "Custom routes").
-AGENT_HTTP_APP = os.environ.get("AGENT_HTTP_APP", "").strip()
+# Threads' default TTL and its sweeps (checkpointer.ttl): {"strategy", "default_ttl", …}.
+AGENT_THREAD_TTL = thread_ttl_setting(os.environ.get("AGENT_THREAD_TTL", ""))
+AGENT_HTTP_APP = os.environ.get("AGENT_HTTP_APP", "").strip()  # http.app (configuration.md)
 
 # `text` for people, `json` (one object per line) for a log pipeline.
 LOG_FORMAT = env_choice("LOG_FORMAT", "text", {"text", "json"})

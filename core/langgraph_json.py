@@ -7,7 +7,8 @@ Served keys: `graphs` (a name -> `./path/to/file.py:attr` relative to the
 file, or `module.path:attr`), `env` (a mapping, or a `.env` file relative to
 the file; the process environment wins), `dependencies` (local folders put
 on the import path; packages must be installed already), `auth.path` (as
-AGENT_AUTH_PATH), `store` (`store.index`, `store.ttl`: core.store_config),
+AGENT_AUTH_PATH), `store` (`store.index`, `store.ttl`) and `checkpointer.ttl`
+(core.store_config),
 `http.app` (as AGENT_HTTP_APP: langgraph_app.custom_app). Keys that only
 `langgraph build` reads are accepted and do nothing here. Any other key
 stops the start-up with one line naming it, never ignored."""
@@ -23,9 +24,9 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from core.store_config import apply_store, refuse_unsupported
+from core.store_config import apply_checkpointer, apply_store, refuse_unsupported
 
-SERVED = frozenset({"graphs", "env", "dependencies", "auth", "store", "http"})
+SERVED = frozenset({"graphs", "env", "dependencies", "auth", "store", "http", "checkpointer"})
 # Read by `langgraph build` / `langgraph dockerfile` for the image they make.
 BUILD_ONLY = frozenset(
     {
@@ -41,9 +42,6 @@ BUILD_ONLY = frozenset(
 )
 # What each unserved key asks for, as the refusal names it.
 NOT_YET = {
-    # No default thread TTL is served: a thread takes its own `ttl` on create
-    # or patch, and AGENT_SESSION_IDLE_DAYS expires idle sessions.
-    "checkpointer": "checkpointer (checkpointer.ttl: give threads a ttl, or use AGENT_SESSION_IDLE_DAYS)",
     "node_version": "node_version (JavaScript graphs)",
     "ui": "ui (generative UI components)",
     "webhooks": "webhooks",
@@ -246,6 +244,8 @@ def load_project(path: Path, environ: MutableMapping[str, str]) -> dict[str, str
         _auth(data["auth"], path.parent, where, environ)
     if "store" in data:
         apply_store(data["store"], path.parent, where, environ)
+    if "checkpointer" in data:
+        apply_checkpointer(data["checkpointer"], where, environ)
     if "http" in data:
         _http(data["http"], path.parent, where, environ)
     if "dependencies" in data:

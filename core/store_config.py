@@ -2,7 +2,8 @@
 reads it (docs/configuration.md, "langgraph.json"): `store.index` becomes
 AGENT_STORE_INDEX, `store.ttl` the AGENT_STORE_* TTL settings, each unless
 the environment sets it already. A custom store (`store.path`) or any other
-key stops the start-up with one line naming it.
+key stops the start-up with one line naming it. `checkpointer.ttl` likewise
+becomes AGENT_THREAD_TTL.
 
 `AGENT_STORE_INDEX` (JSON: `{"embed", "dims", "fields"}`) is checked here
 too, however it was set, so a bad one stops the start-up and never a
@@ -96,6 +97,51 @@ def _ttl(where: str, spec: object, environ: MutableMapping[str, str]) -> None:
             raise ImproperlyConfigured(f"{where}: store.ttl.{key} must be a number of minutes, 0 or more")
         else:
             environ.setdefault(name, str(value))
+
+
+THREAD_TTL_KEYS = ("strategy", "default_ttl", "sweep_interval_minutes", "sweep_limit")
+THREAD_TTL_DEFAULTS = {"strategy": "delete", "default_ttl": 0, "sweep_interval_minutes": 0, "sweep_limit": 500}
+
+
+def check_thread_ttl(where: str, spec: object) -> dict[str, Any]:
+    """langgraph-api's ThreadTTLConfig, with its defaults filled in, or one
+    line saying what is wrong."""
+    if not isinstance(spec, dict):
+        raise ImproperlyConfigured(f"{where}: checkpointer.ttl must be an object")
+    refuse_unsupported(where, spec, THREAD_TTL_KEYS, "checkpointer.ttl.")
+    ttl = {**THREAD_TTL_DEFAULTS, **{k: v for k, v in spec.items() if v is not None}}
+    if ttl["strategy"] not in ("delete", "keep_latest"):
+        raise ImproperlyConfigured(f"{where}: checkpointer.ttl.strategy must be delete or keep_latest")
+    for key in ("default_ttl", "sweep_interval_minutes"):
+        if not _number(ttl[key]) or ttl[key] < 0:
+            raise ImproperlyConfigured(f"{where}: checkpointer.ttl.{key} must be a number of minutes, 0 or more")
+    limit = ttl["sweep_limit"]
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ImproperlyConfigured(f"{where}: checkpointer.ttl.sweep_limit must be a whole number, 1 or more")
+    return ttl
+
+
+def thread_ttl_setting(raw: str) -> dict[str, Any]:
+    """AGENT_THREAD_TTL as langgraph-api reads LANGGRAPH_THREAD_TTL: minutes
+    (strategy delete), or the JSON of checkpointer.ttl; empty: no default TTL."""
+    raw = raw.strip()
+    if not raw:
+        return dict(THREAD_TTL_DEFAULTS)
+    try:
+        spec = json.loads(raw)
+    except ValueError:
+        raise ImproperlyConfigured("AGENT_THREAD_TTL must be minutes or a JSON object (checkpointer.ttl)") from None
+    return check_thread_ttl("AGENT_THREAD_TTL", {"default_ttl": spec} if _number(spec) else spec)
+
+
+def apply_checkpointer(spec: object, where: str, environ: MutableMapping[str, str]) -> None:
+    """`checkpointer.ttl` becomes AGENT_THREAD_TTL unless that is set; any
+    other checkpointer key (a custom checkpointer, serde) is refused."""
+    if not isinstance(spec, dict):
+        raise ImproperlyConfigured(f"{where}: checkpointer must be an object")
+    refuse_unsupported(where, spec, ("ttl",), "checkpointer.")
+    if spec.get("ttl") is not None:
+        environ.setdefault("AGENT_THREAD_TTL", json.dumps(check_thread_ttl(where, spec["ttl"])))
 
 
 def apply_store(spec: object, base: Path, where: str, environ: MutableMapping[str, str]) -> None:

@@ -36,6 +36,7 @@ from langgraph_app.run_input import (
     input_request,
     wanted_ref,
 )
+from langgraph_app.schemas import thread_ttl
 from sessions_app import selectors as sessions
 from sessions_app import services as session_services
 from turns_app.events import replay_from
@@ -194,7 +195,10 @@ async def _ensure_thread(owner: str, key: str, assistant: run_config.RunAssistan
             raise thread_not_found(key) from None
         # SessionExists: made by a concurrent request; it is ours to run on now.
         with contextlib.suppress(SessionExists):
-            await db(session_services.session_create, owner=owner, key=key, graph=graph, metadata=_stamp(assistant))
+            ttl = thread_ttl(None, default=True)
+            await db(
+                session_services.session_create, owner=owner, key=key, graph=graph, metadata=_stamp(assistant), **ttl
+            )
     await db(session_services.session_merge_metadata, owner=owner, key=key, metadata=_stamp(assistant))
 
 

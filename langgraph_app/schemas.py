@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
+from django.conf import settings
 from ninja import Schema
 from ninja.schema import DjangoGetter
 from pydantic import (
@@ -198,6 +199,18 @@ class ThreadTTL(_In):
         "delete", description="delete the thread, or keep_latest: prune it to its latest state"
     )
     ttl: Annotated[StrictFloat | StrictInt, Field(gt=0, le=THREAD_TTL_MAX)] = Field(description="minutes from now")
+
+
+def thread_ttl(ttl: ThreadTTL | None, *, default: bool = False) -> dict[str, Any]:
+    """A thread's TTL as sessions_app takes it (minutes, strategy); with
+    `default` (a thread being created), AGENT_THREAD_TTL's default_ttl when
+    the request names none, as langgraph-api's checkpointer.ttl."""
+    if ttl is not None:
+        return {"ttl_minutes": float(ttl.ttl), "ttl_strategy": ttl.strategy}
+    configured = settings.AGENT_THREAD_TTL
+    if default and configured["default_ttl"] > 0:
+        return {"ttl_minutes": float(configured["default_ttl"]), "ttl_strategy": configured["strategy"]}
+    return {}
 
 
 class ThreadCreate(_In):

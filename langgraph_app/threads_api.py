@@ -26,7 +26,7 @@ from langgraph_app.schemas import (
     ThreadStateCheckpointRequest,
     ThreadStateSearch,
     ThreadStateUpdate,
-    ThreadTTL,
+    thread_ttl,
 )
 from sessions_app import selectors as sessions
 from sessions_app import services as session_services
@@ -37,15 +37,8 @@ from turns_app import services as turn_services
 threads_router = Router(tags=["Threads"])
 
 
-def thread_ttl(ttl: ThreadTTL | None) -> dict[str, Any]:
-    """A thread's TTL as sessions_app takes it: minutes and strategy."""
-    if ttl is None:
-        return {}
-    return {"ttl_minutes": float(ttl.ttl), "ttl_strategy": ttl.strategy}
-
-
 def _create_thread(owner: str, payload: ThreadCreate) -> dict[str, Any]:
-    ttl = thread_ttl(payload.ttl)
+    ttl = thread_ttl(payload.ttl, default=True)
     if payload.supersteps:
         raise not_supported("supersteps")
     # An empty id is a bad key (422), not a request for a random one.

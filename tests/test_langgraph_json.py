@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from langgraph_sdk import get_client
 
 from core.langgraph_json import project_file, project_graphs
-from core.store_config import index_setting
+from core.store_config import index_setting, thread_ttl_setting
 from langgraph_app.custom_app import custom_app
 from tests.fixtures.databases import run
 from tests.test_startup_errors import assert_refused
@@ -102,7 +102,11 @@ def test_graphs_by_file_and_module_env_under_the_process_environment(tmp_path):
         ),
         ({"http": {"middleware_order": "auth_first"}}, "http.middleware_order (served as middleware_first only)"),
         ({"http": {"mount_prefix": "/x", "configurable_headers": {}}}, "http.configurable_headers, http.mount_prefix"),
-        ({"checkpointer": {"ttl": {}}, "telemetry": True}, "or use AGENT_SESSION_IDLE_DAYS), telemetry"),
+        ({"checkpointer": {"ttl": {}}, "telemetry": True}, "not supported by agentsite (yet): telemetry"),
+        ({"checkpointer": {"backend": "mongo", "serde": {}}}, "checkpointer.backend, checkpointer.serde"),
+        ({"checkpointer": {"ttl": {"strategy": "archive"}}}, "checkpointer.ttl.strategy must be"),
+        ({"checkpointer": {"ttl": {"sweep_limit": 0}}}, "checkpointer.ttl.sweep_limit must be"),
+        ({"checkpointer": {"ttl": {"default_ttl": "1d"}}}, "checkpointer.ttl.default_ttl must be"),
         ({"env": ["A=1"]}, "env must be"),
         ({"env": "./missing.env"}, "does not exist"),
         ({"dependencies": ["surely-not-installed-package-xyz"]}, "is not installed"),
@@ -153,6 +157,27 @@ def test_store_index_and_ttl_become_the_store_settings(tmp_path):
     assert index_setting("") is None
     with pytest.raises(ImproperlyConfigured, match="AGENT_STORE_INDEX must be a JSON object"):
         index_setting("dims=8")
+
+
+def test_checkpointer_ttl_becomes_the_thread_ttl_settings(tmp_path):
+    ttl = {"strategy": "keep_latest", "default_ttl": 43200, "sweep_interval_minutes": 60, "sweep_limit": 100}
+    path = project(tmp_path, checkpointer={"ttl": ttl})
+    environ = {"AGENT_LANGGRAPH_JSON": str(path)}
+    project_graphs(environ, tmp_path, DEFAULT)
+    assert thread_ttl_setting(environ["AGENT_THREAD_TTL"]) == ttl
+    path = project(tmp_path, checkpointer={"ttl": {"default_ttl": 60}})
+    environ = {"AGENT_LANGGRAPH_JSON": str(path), "AGENT_THREAD_TTL": "5"}
+    project_graphs(environ, tmp_path, DEFAULT)
+    assert environ["AGENT_THREAD_TTL"] == "5"  # the environment wins; as LANGGRAPH_THREAD_TTL, minutes
+    assert thread_ttl_setting("5") == {
+        "strategy": "delete",
+        "default_ttl": 5,
+        "sweep_interval_minutes": 0,
+        "sweep_limit": 500,
+    }
+    assert thread_ttl_setting("")["default_ttl"] == 0
+    with pytest.raises(ImproperlyConfigured, match="AGENT_THREAD_TTL must be minutes or a JSON object"):
+        thread_ttl_setting("soon")
 
 
 def test_auth_path_is_agent_auth_path_relative_to_the_file(tmp_path):

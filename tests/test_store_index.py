@@ -84,8 +84,11 @@ def test_a_server_on_postgres_without_pgvector_refuses_store_index_at_start(tran
 
 
 def test_expired_items_are_swept_at_most_every_sweep_interval(settings, monkeypatch):
-    monkeypatch.setattr(maintenance, "_last_store_sweep", None)
+    monkeypatch.setattr(maintenance, "_last_sweeps", {})
     settings.AGENT_STORE_SWEEP_INTERVAL_MINUTES = 1
     assert [maintenance._store_sweep_due(now) for now in (1000.0, 1030.0, 1061.0, 1062.0)] == [True, False, True, False]
     settings.AGENT_STORE_SWEEP_INTERVAL_MINUTES = 0
     assert maintenance._store_sweep_due(1062.0)
+    # Threads by TTL (checkpointer.ttl.sweep_interval_minutes), on a clock of their own.
+    settings.AGENT_THREAD_TTL = {**settings.AGENT_THREAD_TTL, "sweep_interval_minutes": 2}
+    assert [maintenance._thread_sweep_due(now) for now in (1000.0, 1061.0, 1121.0)] == [True, False, True]

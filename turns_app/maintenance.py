@@ -70,8 +70,10 @@ def maintenance_run(*, dry_run: bool = False) -> Report:
     report.threads_dropped = checkpoints_sweep()
     if settings.AGENT_SESSION_IDLE_DAYS > 0:
         report.sessions_expired = sessions_expire_idle(days=settings.AGENT_SESSION_IDLE_DAYS, limit=BATCH)
-    report.threads_ttl_expired = sessions_expire_ttl(limit=BATCH)
-    report.threads_ttl_pruned = sessions_prune_ttl(limit=BATCH)
+    if _thread_sweep_due():
+        limit = settings.AGENT_THREAD_TTL["sweep_limit"]
+        report.threads_ttl_expired = sessions_expire_ttl(limit=limit)
+        report.threads_ttl_pruned = sessions_prune_ttl(limit=limit)
     if settings.AGENT_TOMBSTONE_DAYS > 0:
         report.tombstones_removed = tombstones_remove(days=settings.AGENT_TOMBSTONE_DAYS, limit=BATCH)
     report.followers_removed = followers_remove_stale()
@@ -80,19 +82,28 @@ def maintenance_run(*, dry_run: bool = False) -> Report:
     return report
 
 
-_last_store_sweep: float | None = None
+_last_sweeps: dict[str, float] = {}
+
+
+def _sweep_due(kind: str, minutes: float, now: float | None) -> bool:
+    now = time.monotonic() if now is None else now
+    last = _last_sweeps.get(kind)
+    if last is not None and now - last < minutes * 60:
+        return False
+    _last_sweeps[kind] = now
+    return True
 
 
 def _store_sweep_due(now: float | None = None) -> bool:
     """Expired store items are swept on a pass at most every
     AGENT_STORE_SWEEP_INTERVAL_MINUTES (store.ttl.sweep_interval_minutes)."""
-    global _last_store_sweep
-    now = time.monotonic() if now is None else now
-    interval = settings.AGENT_STORE_SWEEP_INTERVAL_MINUTES * 60
-    if _last_store_sweep is not None and now - _last_store_sweep < interval:
-        return False
-    _last_store_sweep = now
-    return True
+    return _sweep_due("store", settings.AGENT_STORE_SWEEP_INTERVAL_MINUTES, now)
+
+
+def _thread_sweep_due(now: float | None = None) -> bool:
+    """Threads expire by TTL on a pass at most every AGENT_THREAD_TTL
+    sweep_interval_minutes (checkpointer.ttl's)."""
+    return _sweep_due("threads", settings.AGENT_THREAD_TTL["sweep_interval_minutes"], now)
 
 
 class Leadership:

@@ -95,9 +95,16 @@ async def test_a_ttl_deletes_the_thread_through_the_delete_service(servers, alic
 
 
 async def test_a_keep_latest_ttl_prunes_the_thread_to_its_latest_state(servers, alice):
-    server = servers()
+    # A default TTL (langgraph.json's checkpointer.ttl) for threads created without one.
+    server = servers(AGENT_THREAD_TTL='{"strategy": "keep_latest", "default_ttl": 90}')
     client = get_client(url=f"{server.url}/langgraph", api_key=alice)
     async with asyncio.timeout(TEST_SECONDS):
+        plain: Any = await client.threads.get((await client.threads.create())["thread_id"], include=["ttl"])
+        assert (plain["ttl"]["strategy"], plain["ttl"]["ttl_minutes"]) == ("keep_latest", 90)
+        # So does a thread a run creates (if_not_exists="create").
+        await client.runs.wait("made-by-a-run", "intake", input=human("Hello"), if_not_exists="create")
+        made: Any = await client.threads.get("made-by-a-run", include=["ttl"])
+        assert made["ttl"]["ttl_minutes"] == 90
         thread = await client.threads.create(ttl={"ttl": TINY_TTL_MINUTES, "strategy": "keep_latest"})
         tid = thread["thread_id"]
         for text in ("Hello, I am Ada Lovelace", "ada@example.com"):
