@@ -75,7 +75,9 @@ def build_application():
                             # Agent2Agent (A2A): a Starlette app, as a2a-sdk's server is.
                             asgi_path(r"^a2a/", a2a_app.app),
                             asgi_path(r"^\.well-known/agent-card\.json$", a2a_app.app),
-                            asgi_path(r"^api/", api_app),
+                            # The JSON API and the protocol's JSON endpoints: header-authenticated,
+                            # without the admin's middleware (docs/scale.md, "CPU").
+                            asgi_path(r"^(?:api|langgraph)/", api_app),
                             asgi_path(r"", django_app),
                         ]
                     )

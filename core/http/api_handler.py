@@ -1,6 +1,8 @@
-"""Django for the JSON API (`/api/`), without the admin's middleware.
+"""Django for the JSON API (`/api/`) and the Agent Protocol's JSON
+endpoints (`/langgraph/`), without the admin's middleware.
 
-The API authenticates with bearer keys: it has no use for sessions, users,
+Both authenticate by header (a bearer key, `x-api-key` or the project's
+auth handler, which reads the ASGI scope): they have no use for sessions, users,
 messages, CSRF (ninja's views are exempt) or login throttling, and the edge
 (core.http.edge) already sets the security headers and the JSON error
 contract. Under ASGI every sync-style middleware costs two thread hops per

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 
 import pytest
+from django.conf import settings
 
 from agentsite.routing import build_application
 from sessions_app.models import AgentSession
@@ -219,7 +220,8 @@ async def test_api_errors_are_json(app, alice, method, path, status, code):
 
 async def test_the_api_runs_without_the_admins_middleware_thread_hops(app, alice, monkeypatch):
     """Django runs a sync-style middleware's hooks through `sync_to_async`,
-    two thread hops each (docs/scale.md, "CPU"); the API needs none of the admin's
+    two thread hops each (docs/scale.md, "CPU"); the API and the protocol's
+    JSON endpoints need none of the admin's
     (sessions, users, messages, CSRF, axes) and runs Django's
     SecurityMiddleware on the event loop. The request signals and the
     response's close run there too."""
@@ -249,6 +251,19 @@ async def test_the_api_runs_without_the_admins_middleware_thread_hops(app, alice
     assert chat.status == 200, chat.body
     listed = await call(app, "GET", "/api/sessions", headers={"Authorization": f"Bearer {alice}"})
     assert listed.status == 200
+    # The protocol's JSON endpoints too: a new thread and a run waited on.
+    protocol = {"x-api-key": alice, "content-type": "application/json"}
+    thread = await call(app, "POST", "/langgraph/threads", chunks=[b"{}"], headers=protocol)
+    assert thread.status == 200, thread.body
+    run = {"assistant_id": settings.AGENT_GRAPH, "input": {"messages": [{"role": "user", "content": "Ada Lovelace"}]}}
+    waited = await call(
+        app,
+        "POST",
+        f"/langgraph/threads/{thread.json['thread_id']}/runs/wait",
+        chunks=[json.dumps(run).encode()],
+        headers=protocol,
+    )
+    assert waited.status == 200, waited.body
     assert hops == []
     # SecurityMiddleware still answers for the API.
     assert chat.headers["cross-origin-opener-policy"] == "same-origin"
