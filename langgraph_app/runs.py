@@ -187,19 +187,33 @@ def _stamp(assistant: run_config.RunAssistant) -> dict[str, str]:
 
 
 async def _ensure_thread(owner: str, key: str, assistant: run_config.RunAssistant, create: bool) -> None:
-    graph = assistant.graph
+    """The thread exists (or is made, `create`) and carries the assistant's
+    stamp. A thread already stamped so, as every run after its first finds
+    it, takes no merge: a locked read and its transaction for no change
+    (docs/scale.md, "Round trips")."""
+    stamp = _stamp(assistant)
     try:
-        await db(sessions.session_get, owner=owner, key=key)
+        session = await db(sessions.session_get, owner=owner, key=key)
     except SessionNotFound:
         if not create:
             raise thread_not_found(key) from None
-        # SessionExists: made by a concurrent request; it is ours to run on now.
-        with contextlib.suppress(SessionExists):
+        try:
             ttl = thread_ttl(None, default=True)
             await db(
-                session_services.session_create, owner=owner, key=key, graph=graph, metadata=_stamp(assistant), **ttl
+                session_services.session_create,
+                owner=owner,
+                key=key,
+                graph=assistant.graph,
+                metadata=stamp,
+                **ttl,
             )
-    await db(session_services.session_merge_metadata, owner=owner, key=key, metadata=_stamp(assistant))
+            return
+        except SessionExists:
+            pass  # made by a concurrent request; it is ours to run on now
+    else:
+        if all(session.metadata.get(name) == value for name, value in stamp.items()):
+            return
+    await db(session_services.session_merge_metadata, owner=owner, key=key, metadata=stamp)
 
 
 async def _cancel_running(owner: str, key: str) -> None:
