@@ -368,10 +368,12 @@ def thread_state(*, owner: str, key: str, ref: CheckpointRef | None = None) -> d
 def turn_values(*, owner: str, key: str, turn_id: UUID) -> dict[str, Any]:
     """The state values just after a finished turn (a wait/join answer): read from that turn
     and the cache's conversation, so no dearer on a long thread (docs/scale.md, "CPU")."""
-    session = thread_of(owner=owner, key=key)
-    turn = turn_selectors.turn_finished(session=session, turn_id=turn_id)
+    sessions.check_session_key(key)
+    turn = turn_selectors.thread_turn_finished(owner=owner, key=key, turn_id=turn_id)
     if turn is None:
+        thread_of(owner=owner, key=key)  # the thread's 404, if it is the thread that is missing
         raise run_not_found(turn_id)
+    session = turn.session
     state = State(CheckpointRef(turn.epoch, turn.version or 0, 2 * turn.number), "after", turn, None, turn.finished_at)
 
     def messages_of(head: UUID | None) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection
-from django.db.models import Count
+from django.db.models import Count, F
 
 from core.errors import TurnNotFound
 from sessions_app.selectors import AgentSession, session_get
@@ -49,10 +49,21 @@ def turn_list_finished(*, session: AgentSession) -> list[AgentTurn]:
     return list(turns.defer("messages", "result", "effects").order_by("number"))
 
 
-def turn_finished(*, session: AgentSession, turn_id: UUID) -> AgentTurn | None:
-    """One committed or interrupted turn of the current epoch, without its
-    messages, result, effects and step records (the state after it), or None."""
-    turns = AgentTurn.objects.filter(pk=turn_id, session=session, epoch=session.epoch, status__in=FINISHED)
+def thread_turn_finished(*, owner: str, key: str, turn_id: UUID) -> AgentTurn | None:
+    """One committed or interrupted turn of the current epoch of the live
+    session `key` of `owner`, without its messages, result, effects and step
+    records (the state after it), the session read with it (`turn.session`)
+    in one statement: a run's answer costs one read, not two (docs/scale.md,
+    "Round trips"). None when the turn or the session is not there (the
+    caller tells which)."""
+    turns = AgentTurn.objects.select_related("session").filter(
+        pk=turn_id,
+        session__owner=owner,
+        session__key=key,
+        session__deleted_at__isnull=True,
+        epoch=F("session__epoch"),
+        status__in=FINISHED,
+    )
     return turns.defer("messages", "result", "effects", "steps").first()
 
 
