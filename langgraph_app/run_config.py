@@ -39,6 +39,17 @@ class RunAssistant:
     context: dict[str, Any]
 
 
+def system_run_assistant(raw: Any) -> RunAssistant | None:
+    """`resolve` for a graph's system assistant (named by its graph or its
+    UUID), which is known without a read: a run naming one resolves it on
+    the event loop, with no thread hop (docs/scale.md, "CPU"). None for
+    any other name."""
+    graph = assistants_read.system_graph_of(raw)
+    if graph is None:
+        return None
+    return RunAssistant(graph=graph, assistant_id=assistant_id(graph), config={}, context={})
+
+
 def resolve(owner: str, raw: str) -> RunAssistant:
     """The assistant a run names: a graph (its system assistant) or one of
     the owner's; anything else is LangGraph's 'Invalid assistant' (422)."""

@@ -242,11 +242,14 @@ async def start_run(
     serialized and stored for no one. A `thread_stream` run (a thread
     command's) logs LangGraph's v3 protocol events (turns_app.thread_stream_parts)."""
     stateless = key is None
-    assistant = await db(run_config.resolve, owner=owner, raw=body.assistant_id)
+    assistant = run_config.system_run_assistant(body.assistant_id)
+    if assistant is None:
+        assistant = await db(run_config.resolve, owner=owner, raw=body.assistant_id)
     graph = assistant.graph
     check_options(body)
     idempotency_key = check_idempotency_key(idempotency_key)
-    shape = await db(shape_for, name=graph)
+    # Built at start-up (check_registry) and kept: read on the loop, no thread hop.
+    shape = shape_for(graph)
     # The command wins over input (agent-chat-ui sends `input: {}` with it).
     command = command_request(body, shape)
     if stateless and command is not None and needs_pause(command):

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
@@ -30,7 +31,10 @@ def sent(monkeypatch) -> list[str]:
     """Every statement any thread's connection sent (the first word of
     each), and "COMMIT" for each transaction committed."""
     seen: list[str] = []
-    execute, executemany, commit = CursorWrapper._execute, CursorWrapper._executemany, BaseDatabaseWrapper._commit
+    # Django's private steps under every execute and commit (not in django-stubs).
+    execute = CursorWrapper._execute  # type: ignore[attr-defined]
+    executemany = CursorWrapper._executemany  # type: ignore[attr-defined]
+    commit = BaseDatabaseWrapper._commit  # type: ignore[attr-defined]
 
     def counting_execute(self, sql, *args: Any):
         seen.append(sql.split()[0])
@@ -85,3 +89,33 @@ async def test_a_run_on_a_thread_sends_six_statements_in_one_transaction(app, al
         claim = ["BEGIN", "SELECT", "SELECT", "INSERT", "INSERT", "UPDATE", "COMMIT"]
         commit = ["BEGIN", "UPDATE", "UPDATE", "INSERT", "COMMIT"]
         assert sent == ["SELECT", *claim, *commit, "SELECT"], sent
+
+
+async def test_a_run_of_a_system_assistant_resolves_it_and_its_graph_without_a_thread_hop(app, alice, monkeypatch):
+    """A graph's system assistant and the graph's shape are known without a
+    read (the shape since start-up): neither costs a run a hop to a
+    database thread (docs/scale.md, "CPU")."""
+    from langgraph_app import runs
+
+    hops: list[str] = []
+    real = runs.db
+
+    async def counting(fn, *args: Any, **kwargs: Any):
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(runs, "db", counting)
+    headers = {"x-api-key": alice, "content-type": "application/json"}
+    thread = await call(app, "POST", "/langgraph/threads", chunks=[b"{}"], headers=headers)
+    assert thread.status == 200, thread.body
+    body = {"assistant_id": settings.AGENT_GRAPH, "input": {"messages": [{"role": "user", "content": "Ada"}]}}
+    waited = await call(
+        app,
+        "POST",
+        f"/langgraph/threads/{thread.json['thread_id']}/runs/wait",
+        chunks=[json.dumps(body).encode()],
+        headers=headers,
+    )
+    assert waited.status == 200, waited.body
+    assert "resolve" not in hops and "shape_for" not in hops, hops
+    assert hops, "the counter counts"
