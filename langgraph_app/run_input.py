@@ -27,6 +27,10 @@ HUMAN_ROLES = frozenset({"human", "user"})
 INPUT_MAX_BYTES = 512 * 1024
 INPUT_MESSAGES_MAX = 100
 NODE_NAME_MAX = 255
+# A command's goto: node names and Sends, at most this many (LangGraph's
+# server bounds them only by its body).
+GOTO_MAX = 100
+SEND_SHAPE = 'a node name, a Send {"node": "…", "input": …}, or a list of them'
 
 
 class ResumeNeedsThread(ValidationFailed):
@@ -110,6 +114,38 @@ def _nodes(raw: Any, shape: GraphShape, what: str, *, star: bool = False) -> lis
     return names
 
 
+def _node(name: Any, shape: GraphShape, what: str) -> str:
+    if not isinstance(name, str) or len(name) > NODE_NAME_MAX:
+        raise ValidationFailed(f"{what} must be a node name of at most {NODE_NAME_MAX} characters")
+    if name not in shape.nodes:
+        raise ValidationFailed(f"{what}: the graph has no node {name[:80]!r}")
+    return name
+
+
+def goto_request(raw: Any, shape: GraphShape) -> list[str | dict[str, Any]]:
+    """A command's `goto` as langgraph-api's `map_cmd` reads it: a node
+    name, a Send (`{"node", "input"}`, both required as in LangGraph's
+    OpenAPI; other keys are ignored, as there), or a list mixing them. The
+    Sends are kept as JSON, the form the turn's request is stored and
+    replayed in (turns_app.graph_input builds the `Send`s)."""
+    entries = raw if isinstance(raw, list) else [raw]
+    if len(entries) > GOTO_MAX:
+        raise ValidationFailed(f"command.goto holds {len(entries)} entries; at most {GOTO_MAX}")
+    out: list[str | dict[str, Any]] = []
+    for index, entry in enumerate(entries):
+        what = f"command.goto[{index}]" if isinstance(raw, list) else "command.goto"
+        if isinstance(entry, str):
+            out.append(_node(entry, shape, what))
+        elif isinstance(entry, dict) and "node" in entry and "input" in entry:
+            out.append({"node": _node(entry["node"], shape, f"{what}.node"), "input": entry["input"]})
+        else:
+            raise ValidationFailed(f"{what} must be {SEND_SHAPE}")
+    sent = [entry["input"] for entry in out if isinstance(entry, dict)]
+    if sent:
+        _bounded(sent, "command.goto's Send inputs")
+    return out
+
+
 def command_request(body: RunBody, shape: GraphShape) -> dict[str, Any] | None:
     """The turn request of a run's `command`, None when it asks nothing. As
     LangGraph reads a Command: a null `resume` or `update` and an empty
@@ -136,7 +172,7 @@ def command_request(body: RunBody, shape: GraphShape) -> dict[str, Any] | None:
             check_messages(update[MESSAGES], "command.update.messages")
         spec["update"] = update
     if command.goto not in (None, "", []):
-        spec["goto"] = _nodes(command.goto, shape, "command.goto")
+        spec["goto"] = goto_request(command.goto, shape)
     if not spec:
         return None
     return {"resume": spec["resume"]} if set(spec) == {"resume"} else {"command": spec}

@@ -12,7 +12,8 @@ A turn's request is one of
   `<turn>:<its index>`); `{"input": null}` goes on from a pause (with
   nothing waiting, it changes nothing);
 * `{"resume": …}` or `{"command": {"resume"?, "update"?, "goto"?}}` — a
-  LangGraph `Command`;
+  LangGraph `Command`, its `goto` a list of node names and Sends
+  (`{"node", "input"}`: JSON, as the request is stored and replayed);
 * `{"state": {"values", "as_node"}}` — a state update (`aupdate_state`).
 
 A turn that starts from a pause runs on the paused run's checkpoint, so
@@ -35,7 +36,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.channels.base import BaseChannel
 from langgraph.constants import END
 from langgraph.pregel import Pregel
-from langgraph.types import Command, StateUpdate
+from langgraph.types import Command, Send, StateUpdate
 
 from graphs.runtime.registry import FIELDS, FORM, MESSAGES, STAGE, GraphShape
 from turns_app.types import REQUEST_OPTIONS, Claim
@@ -118,6 +119,11 @@ def folded(graph: Pregel, state: dict[str, Any], given: dict[str, Any], shape: G
     return out
 
 
+def sent(entry: str | dict[str, Any]) -> str | Send:
+    """A goto entry of a stored request: a node name, or a Send's JSON."""
+    return entry if isinstance(entry, str) else Send(entry["node"], entry["input"])
+
+
 def command_of(
     request: dict[str, Any], row: dict[str, Any], *, resumable: bool, pending: list[str] | None = None
 ) -> Command | None:
@@ -140,7 +146,7 @@ def command_of(
             named = {pair[0] for pair in update}
             update = [*((k, v) for k, v in row.items() if k not in named), *update]
     goto = spec.get("goto") or []
-    goto = [goto] if isinstance(goto, str) else list(goto)
+    goto = [goto] if isinstance(goto, str) else [sent(entry) for entry in goto]
     kwargs: dict[str, Any] = {"update": update, "goto": [*(pending or ()), *goto]}
     if "resume" in spec and resumable:
         kwargs["resume"] = spec["resume"]
