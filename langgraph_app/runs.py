@@ -153,9 +153,10 @@ def start_point(*, owner: str, key: str, ref: CheckpointRef) -> StartPoint:
     parent = next((t for t in turns if t.id == turn.parent_id), None)
     record = state.record or {}
     step = int(record.get("step", -1))
-    if state.kind == "step" and any("path" in task for task in record.get("tasks") or ()):
-        # A sent task's argument is not recorded: it could not be run again.
-        raise not_supported("a checkpoint whose tasks were sent (Send), inside a run")
+    if state.kind == "step" and any("path" in t and "send" not in t for t in record.get("tasks") or ()):
+        # A task neither pulled nor sent (a functional API call), or sent
+        # before its run recorded Sends: its argument is not recorded.
+        raise not_supported("a checkpoint with a task neither pulled nor sent (Send), inside a run")
     inside = StartFrom(
         parent.id if parent else None, threads.version_after(parent) if parent else 0, inside=turn.id, step=step
     )

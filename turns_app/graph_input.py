@@ -125,7 +125,11 @@ def sent(entry: str | dict[str, Any]) -> str | Send:
 
 
 def command_of(
-    request: dict[str, Any], row: dict[str, Any], *, resumable: bool, pending: list[str] | None = None
+    request: dict[str, Any],
+    row: dict[str, Any],
+    *,
+    resumable: bool,
+    pending: list[str | dict[str, Any]] | None = None,
 ) -> Command | None:
     """The request's Command, the session row's business channels in its
     update (the client's own update wins). `pending`: the tasks the state
@@ -147,7 +151,12 @@ def command_of(
             update = [*((k, v) for k, v in row.items() if k not in named), *update]
     goto = spec.get("goto") or []
     goto = [goto] if isinstance(goto, str) else [sent(entry) for entry in goto]
-    kwargs: dict[str, Any] = {"update": update, "goto": [*(pending or ()), *goto]}
+    # The step's sent tasks run too, unless the command sends: its Sends
+    # take their place in LangGraph's TASKS channel, as when LangGraph runs
+    # a command from that checkpoint.
+    sends = any(isinstance(entry, Send) for entry in goto)
+    left = [sent(p) for p in pending or () if isinstance(p, str) or not sends]
+    kwargs: dict[str, Any] = {"update": update, "goto": [*left, *goto]}
     if "resume" in spec and resumable:
         kwargs["resume"] = spec["resume"]
     if kwargs["update"] is None and not kwargs["goto"] and "resume" not in kwargs:
@@ -202,7 +211,7 @@ async def prepare(
     if given is None:
         await seed(graph, config, committed_state(claim, shape, prior))
         if pending:  # the tasks the step had left
-            return Command(goto=pending), None
+            return Command(goto=[sent(p) for p in pending]), None
         return None, StateWrite(None, None)  # nothing waiting: nothing runs, nothing changes
     state = committed_state(claim, shape, prior)
     if kind == "text":

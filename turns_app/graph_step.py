@@ -171,9 +171,9 @@ async def run_graph(claim: Claim, emit: Emit, *, deltas: bool = True) -> Outcome
         # its state says whether work is left.
         looked = stopped or write or thread_stream_parts.wants_protocol_events(claim)
         pause = await _pause_of(graph, saver, config, thread_id, interrupts) if looked else None
-        steps = step_records.records(
-            await step_records.run_steps(graph, thread_id, known), list(final.get(MESSAGES) or [])
-        )
+        snapshots = await step_records.run_steps(graph, thread_id, known)
+        sends = await step_records.sent_tasks(graph, snapshots)
+        steps = step_records.records(snapshots, list(final.get(MESSAGES) or []), sends)
     finally:
         saver.discard(thread_id)
     return outcome(claim, shape, prior, final, fields, pause, context, steps)

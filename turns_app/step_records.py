@@ -1,8 +1,9 @@
 """A run's checkpoints as the turn commits them: one record per LangGraph
 step (the input at step -1, then each superstep; a state update's one),
 with what LangGraph's history shows of it — `source`, `step`, `next`, the
-tasks (id, name, path, interrupts, error, result) — and its values by
-reference to the turn's final state (docs/storage.md, "Checkpoints").
+tasks (id, name, path, interrupts, error, result; a sent task's `Send` as
+`send`, `{"node", "input"}`) — and its values by reference to the turn's
+final state (docs/storage.md, "Checkpoints").
 
 The records are LangGraph's own StateSnapshots of the run's in-memory
 checkpoint thread (`aget_state_history`), taken when the run has finished
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, messages_from_dict
-from langgraph.types import StateSnapshot
+from langgraph.types import Send, StateSnapshot
 
 from core.asyncdb import db
 from graphs.runtime.registry import MESSAGES
@@ -30,9 +31,12 @@ from turns_app.history import dump_messages
 from turns_app.models import AgentTurn
 from turns_app.types import FROM_STEP, CheckpointRef, Claim, final_step, step_ref
 
-# LangGraph's task that writes a run's input, and a task's usual path.
+# LangGraph's task that writes a run's input, and a task's usual path; a
+# sent task's (`Send`) is [PUSH, its index in the checkpoint's TASKS].
 START = "__start__"
 PULL = "__pregel_pull"
+PUSH = "__pregel_push"
+TASKS = "__pregel_tasks"
 
 
 def _config_id(config: Any) -> str | None:
@@ -50,19 +54,40 @@ async def run_steps(graph: Any, thread_id: str, known: set[str]) -> list[StateSn
     return found[::-1]
 
 
-def records(snapshots: Sequence[StateSnapshot], final: list[BaseMessage]) -> list[dict[str, Any]]:
+async def sent_tasks(graph: Any, snapshots: Sequence[StateSnapshot]) -> dict[str, list[Any]]:
+    """The Sends each checkpoint with sent tasks holds, by its id: LangGraph
+    keeps them in the checkpoint's TASKS channel, which a snapshot does
+    not show, and a run from that checkpoint needs them again."""
+    out: dict[str, list[Any]] = {}
+    for snapshot in snapshots:
+        checkpoint_id = _config_id(snapshot.config)
+        if checkpoint_id and any(t.path and t.path[0] == PUSH for t in snapshot.tasks):
+            saved = await graph.checkpointer.aget_tuple(snapshot.config)
+            out[checkpoint_id] = list(saved.checkpoint["channel_values"].get(TASKS) or ()) if saved else []
+    return out
+
+
+def records(
+    snapshots: Sequence[StateSnapshot], final: list[BaseMessage], sends: dict[str, list[Any]] | None = None
+) -> list[dict[str, Any]]:
     """The stored form of a run's checkpoints; `final` is the conversation
-    the turn commits (the last snapshot's messages)."""
+    the turn commits (the last snapshot's messages); `sends`: sent_tasks'."""
     if not snapshots:
         return []
     positions = {m.id: i for i, m in enumerate(final) if m.id}
     last = snapshots[-1].values if isinstance(snapshots[-1].values, dict) else {}
     last_json = {k: shown(v) for k, v in last.items() if k != MESSAGES}
-    return [_record(s, final, positions, last_json) for s in snapshots]
+    return [
+        _record(s, final, positions, last_json, (sends or {}).get(_config_id(s.config) or "", [])) for s in snapshots
+    ]
 
 
 def _record(
-    snapshot: StateSnapshot, final: list[BaseMessage], positions: dict[str, int], last: dict[str, Any]
+    snapshot: StateSnapshot,
+    final: list[BaseMessage],
+    positions: dict[str, int],
+    last: dict[str, Any],
+    sends: list[Any],
 ) -> dict[str, Any]:
     metadata = snapshot.metadata or {}
     values = snapshot.values if isinstance(snapshot.values, dict) else {}
@@ -73,7 +98,7 @@ def _record(
     }
     if snapshot.next:
         record["next"] = list(snapshot.next)
-    tasks = [_task(t, positions) for t in snapshot.tasks]
+    tasks = [_task(t, positions, sends) for t in snapshot.tasks]
     if tasks:
         record["tasks"] = tasks
     if record["source"] == "input":
@@ -121,10 +146,13 @@ def _refs(messages: Sequence[Any], positions: dict[str, int]) -> list[Any]:
     return out
 
 
-def _task(task: Any, positions: dict[str, int]) -> dict[str, Any]:
+def _task(task: Any, positions: dict[str, int], sends: list[Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"id": task.id, "name": task.name}
     if list(task.path) != [PULL, task.name]:  # the usual path is not stored
         out["path"] = shown(list(task.path))
+    index = task.path[1] if len(task.path) > 1 and task.path[0] == PUSH else None
+    if isinstance(index, int) and index < len(sends) and isinstance(sends[index], Send):
+        out["send"] = {"node": sends[index].node, "input": shown(sends[index].arg)}
     if task.interrupts:
         out["interrupts"] = [{"id": i.id, "value": shown(i.value)} for i in task.interrupts]
     if task.error is not None:

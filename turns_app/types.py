@@ -101,9 +101,14 @@ class StepStart:
     as_node: str | None = None
 
     @property
-    def pending(self) -> list[str]:
-        """The tasks the step had left to run."""
-        return list(self.record.get("next") or ())
+    def pending(self) -> list[str | dict[str, Any]]:
+        """The tasks the step had left to run: node names, and a sent
+        task's Send as JSON (`{"node", "input"}`, as a command's goto)."""
+        tasks = self.record.get("tasks") or ()
+        if not any("send" in task for task in tasks):
+            return list(self.record.get("next") or ())
+        # LangGraph's `next` names the same tasks, in this order.
+        return [task.get("send") or task["name"] for task in tasks]
 
 
 @dataclass(frozen=True)

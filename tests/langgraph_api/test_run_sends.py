@@ -173,3 +173,50 @@ async def test_a_malformed_send_is_refused_and_writes_nothing(server, goto):
         assert body["code"] == "validation_error" and "command.goto" in body["detail"]
         assert len(await client.runs.list(tid)) == 1
         assert await client.threads.get_state(tid) == before
+
+
+async def test_runs_from_a_checkpoint_whose_tasks_were_sent(server):
+    """The step after `plan` (two sent `write` tasks) of a finished run: no
+    input runs its Sends again, a command runs them beside its goto, and a
+    state update there applies as LangGraph applies it — each compared
+    with bare LangGraph from the same checkpoint of the same run."""
+    url, key = server
+    client: Any = get_client(url=url, api_key=key)
+    local = build_fanout_graph(model=None, checkpointer=InMemorySaver())
+    first: dict[str, Any] = {"subjects": ["cats", "dogs"]}
+    bodies: list[dict[str, Any]] = [
+        {"input": None},
+        {"command": {"update": {"subjects": ["x"]}}},
+        {"command": {"goto": "summarize"}},
+        # Its own Sends: they replace the step's in LangGraph's TASKS channel.
+        {
+            "command": {
+                "goto": [{"node": "write", "input": {"subject": "owls"}}, "summarize"],
+                "update": {"subjects": ["x"]},
+            }
+        },
+        {"values": {"subjects": ["q"]}},
+    ]
+    async with asyncio.timeout(TEST_SECONDS):
+        for body in bodies:
+            config: Any = {"configurable": {"thread_id": str(uuid4())}}
+            local.invoke(first, config)
+            sent = next(s for s in local.get_state_history(config) if s.next == ("write", "write"))
+            if "values" in body:
+                expected = local.invoke(None, local.update_state(sent.config, body["values"]))
+            else:
+                expected = local.invoke(as_langgraph(body) if "command" in body else None, sent.config)
+
+            tid = (await client.threads.create())["thread_id"]
+            await client.runs.wait(tid, GRAPH, input=first)
+            history = await client.threads.get_history(tid)
+            ours = next(s for s in history if s["next"] == ["write", "write"])
+            assert [t["path"] for t in ours["tasks"]] == [["__pregel_push", 0, False], ["__pregel_push", 1, False]]
+            at = ours["checkpoint"]["checkpoint_id"]
+            if "values" in body:
+                updated = await client.threads.update_state(tid, body["values"], checkpoint_id=at)
+                done = await client.runs.wait(tid, GRAPH, input=None, checkpoint=updated["checkpoint"])
+            else:
+                done = await client.runs.wait(tid, GRAPH, checkpoint_id=at, **body)
+            assert unshown(done) == expected, body
+            assert unshown((await client.threads.get_state(tid))["values"]) == expected
