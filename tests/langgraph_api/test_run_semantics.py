@@ -35,9 +35,11 @@ GRAPHS = (
 )
 
 
-@pytest.fixture
-def server(servers):
-    return servers(AGENT_GRAPHS=GRAPHS)
+@pytest.fixture(scope="module")
+def server(module_servers):
+    # No test here kills or reconfigures it: one for the module; each test
+    # makes its own threads with its own key.
+    return module_servers(AGENT_GRAPHS=GRAPHS)
 
 
 def client_for(server, key: str):

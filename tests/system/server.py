@@ -11,9 +11,13 @@ Use the `servers` fixture (tests/system/conftest.py provides it):
         server.restart()   # same port, same environment (plus overrides)
 
 Every server is stopped (SIGKILL if SIGTERM is not enough) when the test
-ends, before pytest-django flushes the database. In SQLite mode only one
-server may serve the file at a time (agentsite.startup takes
-`<db file>.lock`), so stop or kill one before starting the next.
+ends, before pytest-django flushes the database. Tests that neither kill
+nor reconfigure their server share one per module instead
+(`module_servers`, same arguments): each test's rows are flushed after it
+while the server stays, so each works on threads and keys of its own. In
+SQLite mode only one server may serve the file at a time
+(agentsite.startup takes `<db file>.lock`), so stop or kill one before
+starting the next, and never start one beside a module's.
 """
 
 from __future__ import annotations
@@ -193,6 +197,29 @@ def servers(transactional_db, tmp_path):
 
     def start(kind: str = "daphne", **env: str) -> Server:
         server = Server(log_path=tmp_path / f"server-{len(started)}.log", kind=kind, env=env)
+        started.append(server)
+        return server.start()
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def module_servers(django_db_setup, tmp_path_factory):
+    """`module_servers(kind="daphne", **env)`: a server for the whole module,
+    on the test database: each test's rows are flushed after it, the
+    server's caches are keyed by API keys and thread ids a test makes anew.
+    One daphne start (many seconds on a loaded machine) instead of one per
+    test. Stopped when the module ends, before the database is dropped.
+    Never kill or restart it: the next test would get a dead server."""
+    started: list[Server] = []
+    folder = tmp_path_factory.mktemp("module-servers")
+
+    def start(kind: str = "daphne", **env: str) -> Server:
+        server = Server(log_path=folder / f"server-{len(started)}.log", kind=kind, env=env)
         started.append(server)
         return server.start()
 
