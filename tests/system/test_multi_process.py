@@ -693,7 +693,7 @@ def test_sqlite_second_server_refuses_to_start(servers, alice, tmp_path):
     second = Server(log_path=tmp_path / "second.log")
     try:
         with pytest.raises(RuntimeError, match="exited with"):
-            second.start(timeout=30)
+            second.start()
     finally:
         second.kill()
     refusal = second.log_text()
