@@ -75,8 +75,11 @@ def _unsupported(what: str) -> UnsupportedOperationError:
 
 
 class RunsRequestHandler(RequestHandler):
-    async def _task(self, owner: str, ref: TaskRef, history_length: int | None = None) -> Task:
-        task = await db(a2a_tasks.task_of, owner=owner, ref=ref, history_length=history_length)
+    async def _task(self, context: ServerCallContext, ref: TaskRef, history_length: int | None = None) -> Task:
+        owner, assistant_id = caller(context)
+        task = await db(
+            a2a_tasks.task_of, owner=owner, assistant_id=assistant_id, ref=ref, history_length=history_length
+        )
         if task is None:
             raise TaskNotFoundError(message=f"Task {ref.id[:120]} not found")
         return task
@@ -93,7 +96,7 @@ class RunsRequestHandler(RequestHandler):
             ref = a2a_tasks.parse_task_id(message.task_id)
             if message.context_id and message.context_id != ref.key:
                 raise InvalidParamsError(message="contextId is not the task's context")
-            task = await self._task(owner, ref)
+            task = await self._task(context, ref)
             if task.status.state != TaskState.TASK_STATE_INPUT_REQUIRED:
                 # A retry of the answer that resumed it replays that run.
                 answered = await db(_answered_by, owner=owner, ref=ref, message_id=message.message_id)
@@ -132,17 +135,16 @@ class RunsRequestHandler(RequestHandler):
         if not params.configuration.return_immediately:
             await runs.final_event(run.run_id)
         history = params.configuration.history_length if params.configuration.HasField("history_length") else None
-        return await self._task(caller(context)[0], ref, history)
+        return await self._task(context, ref, history)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any, None]:
         run, ref = await self._start(params, context, streamed=True)
-        owner = caller(context)[0]
-        first = await self._task(owner, ref)
+        first = await self._task(context, ref)
         if run.run_id != ref.run_id or first.status.state in a2a_tasks.TERMINAL:
             first.status.state = TaskState.TASK_STATE_WORKING
-        async for event in self._follow(owner, ref, run.events(), first):
+        async for event in self._follow(context, ref, run.events(), first):
             yield event
 
     async def on_subscribe_to_task(
@@ -150,17 +152,19 @@ class RunsRequestHandler(RequestHandler):
     ) -> AsyncGenerator[Any, None]:
         owner = caller(context)[0]
         ref = a2a_tasks.parse_task_id(params.id)
-        task = await self._task(owner, ref)
+        task = await self._task(context, ref)
         if task.status.state in a2a_tasks.TERMINAL:
             raise UnsupportedOperationError(message="the task has ended")
         latest = (await db(a2a_tasks.runs_of, owner=owner, ref=ref) or [])[-1]
         # The snapshot holds what the running run has not written yet; its
         # reply comes again from the start of its log, so the client builds
         # it whole, with no gap, whichever process it reconnected to.
-        async for event in self._follow(owner, ref, replay_from(latest.id, 0), task):
+        async for event in self._follow(context, ref, replay_from(latest.id, 0), task):
             yield event
 
-    async def _follow(self, owner: str, ref: TaskRef, events: Any, first: Task) -> AsyncGenerator[Any, None]:
+    async def _follow(
+        self, context: ServerCallContext, ref: TaskRef, events: Any, first: Task
+    ) -> AsyncGenerator[Any, None]:
         yield first
         started: set[str] = set()
         try:
@@ -172,17 +176,17 @@ class RunsRequestHandler(RequestHandler):
                     yield update
         finally:
             await stream.close(events)
-        task = await self._task(owner, ref)
+        task = await self._task(context, ref)
         yield TaskStatusUpdateEvent(task_id=ref.id, context_id=ref.key, status=task.status)
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         history = params.history_length if params.HasField("history_length") else None
-        return await self._task(caller(context)[0], a2a_tasks.parse_task_id(params.id), history)
+        return await self._task(context, a2a_tasks.parse_task_id(params.id), history)
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         owner = caller(context)[0]
         ref = a2a_tasks.parse_task_id(params.id)
-        task = await self._task(owner, ref)
+        task = await self._task(context, ref)
         if task.status.state in a2a_tasks.TERMINAL:
             raise TaskNotCancelableError(message="the task has ended")
         if task.status.state == TaskState.TASK_STATE_WORKING:
@@ -191,10 +195,10 @@ class RunsRequestHandler(RequestHandler):
                 await db(turn_cancel, owner=owner, key=ref.key, turn_id=latest.id)
             await runs.final_event(latest.id)
         else:
-            # Waiting for input: nothing runs; the task ends here, and its
-            # thread with it stays as the pause left it for /langgraph/.
+            # Waiting for input: no run to cancel; the thread keeps its pause,
+            # which an answer (or a /langgraph/ run) takes up.
             raise TaskNotCancelableError(message="a task waiting for input has no run to cancel")
-        return await self._task(owner, ref)
+        return await self._task(context, ref)
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         raise _unsupported("ListTasks")

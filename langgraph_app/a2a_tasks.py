@@ -22,7 +22,7 @@ from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]  # no stubs pinned
 
 from core.errors import ApiError
-from langgraph_app import run_records, threads
+from langgraph_app import run_config, run_records, threads
 from turns_app import selectors as turn_selectors
 from turns_app.selectors import AgentTurn
 
@@ -223,10 +223,25 @@ def runs_of(owner: str, ref: TaskRef) -> list[AgentTurn] | None:
     return list(reversed(turns))
 
 
-def task_of(*, owner: str, ref: TaskRef, history_length: int | None = None) -> Task | None:
-    """The task as its runs left it; None if the owner has no such task."""
+def of_assistant(owner: str, turn: AgentTurn, assistant_id: str) -> bool:
+    """Whether the run was started through this assistant's agent (by its
+    graph name or UUID): another agent's task is not found, as on LangGraph's server."""
+    protocol = turn.request.get("protocol") or {}
+    started_as = str(protocol.get("assistant_id") or "")
+    if started_as == assistant_id:
+        return True
+    try:
+        return (
+            run_config.resolve(owner, started_as).assistant_id == run_config.resolve(owner, assistant_id).assistant_id
+        )
+    except ApiError:
+        return False
+
+
+def task_of(*, owner: str, assistant_id: str, ref: TaskRef, history_length: int | None = None) -> Task | None:
+    """The task as its runs left it; None if the owner has no such task on this agent."""
     turns = runs_of(owner, ref)
-    if turns is None:
+    if turns is None or not of_assistant(owner, turns[0], assistant_id):
         return None
     session = threads.thread_of(owner=owner, key=ref.key)
     latest = turns[-1]

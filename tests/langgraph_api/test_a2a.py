@@ -271,6 +271,9 @@ async def test_two_owners_are_kept_apart(served):
         ):
             with pytest.raises(A2AError, match="not found"):
                 await call
+        # Another agent (assistant) of the same owner does not know the task either.
+        with pytest.raises(A2AError, match="not found"):
+            await (await client_for(served.url, served.keys["alice"], "booking")).get_task(GetTaskRequest(id=task.id))
         # Bob's message on Alice's context id is his own thread of that id.
         bobs = await send_task(bob, user_message("Hello, my name is Bob", context_id=task.context_id))
         assert bobs.context_id == task.context_id and bobs.id != task.id
