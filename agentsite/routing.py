@@ -11,6 +11,7 @@ from django.urls import re_path
 
 from core.http.admission import admit
 from core.http.edge import Edge
+from core.http.health_early import answer_early
 from core.http.inflight import requests
 
 if TYPE_CHECKING:
@@ -98,7 +99,11 @@ def build_application():
     # The edge wraps everything: consumers, API, admin and chat page alike;
     # counted, so a graceful stop can wait for the responses in flight;
     # reads admitted a few at a time (core.http.admission), inside the
-    # edge: a refused body or host waits for no place.
+    # edge: a refused body or host waits for no place; and, ahead of all
+    # that, `GET /api/health` answered from the answer a thread keeps fresh
+    # (core.http.health_early), inside the edge for its host check and headers.
     # channels-stubs type the router's scope as asgiref's TypedDicts; the edge
     # hands it the server's scope dict as it came.
-    return requests.track(Edge(admit(router)))  # type: ignore[arg-type]
+    from turns_app.health import early_answer
+
+    return requests.track(Edge(answer_early(admit(router), early_answer)))  # type: ignore[arg-type]

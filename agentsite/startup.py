@@ -166,22 +166,24 @@ def start_custom_app() -> None:
     reactor.callWhenRunning(reactor.callLater, 0, lambda: asyncio.ensure_future(start()))
 
 
-def start_health_port() -> None:
-    """AGENT_HEALTH_PORT: /api/health on a thread of its own
-    (core.http.health_port), and the loop's heartbeat it reports."""
+def start_health() -> None:
+    """The loop's heartbeat; `/api/health` answered early on daphne's port
+    from an answer a thread keeps fresh (core.http.health_early); and, with
+    AGENT_HEALTH_PORT, on a thread of its own (core.http.health_port)."""
     import sys
 
-    if not settings.AGENT_HEALTH_PORT:
-        return
+    from core.http.health_early import Refreshed
     from core.http.health_port import Heartbeat, serve
-    from turns_app.health import PortProbe
+    from turns_app import health
 
     heartbeat = Heartbeat()
-    try:
-        serve(settings.AGENT_HEALTH_HOST, settings.AGENT_HEALTH_PORT, PortProbe(heartbeat))
-    except OSError as exc:
-        where = f"{settings.AGENT_HEALTH_HOST}:{settings.AGENT_HEALTH_PORT}"
-        raise StartupError(f"cannot listen on the health port {where} (AGENT_HEALTH_PORT): {exc.strerror}") from exc
+    health.refreshed = Refreshed(health.PortProbe(heartbeat)).start()
+    if settings.AGENT_HEALTH_PORT:
+        try:
+            serve(settings.AGENT_HEALTH_HOST, settings.AGENT_HEALTH_PORT, health.PortProbe(heartbeat))
+        except OSError as exc:
+            where = f"{settings.AGENT_HEALTH_HOST}:{settings.AGENT_HEALTH_PORT}"
+            raise StartupError(f"cannot listen on the health port {where} (AGENT_HEALTH_PORT): {exc.strerror}") from exc
     if "twisted.internet.reactor" in sys.modules:
         from twisted.internet import reactor
 
@@ -202,7 +204,7 @@ def prepare_serving() -> None:
     graceful_stop.install()
     start_maintenance()
     start_custom_app()
-    start_health_port()
+    start_health()
 
 
 def freeze_startup_heap() -> None:

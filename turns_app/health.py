@@ -6,10 +6,12 @@ The probe never opens a checkpointer: during an outage that would start (and,
 cancelled by the time limit, leak) a connection pool on every probe. It
 reads the checkpointer's tables through Django's connection instead.
 
-Two doors (docs/operations.md, "Health"): the API's route, on the event
-loop, and the health port (core.http.health_port), on a thread of its own
-with a database connection of its own (`PortProbe`), which a busy loop and
-busy database threads do not delay."""
+Three doors (docs/operations.md, "Health"): the API's route, on the event
+loop; the health port (core.http.health_port), on a thread of its own with
+a database connection of its own (`PortProbe`), which a busy loop and busy
+database threads do not delay; and, on daphne's port ahead of the route,
+`early_answer`: a `PortProbe`'s answer kept fresh by a thread
+(core.http.health_early)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from ninja import Router, Status
 
 from core.asyncdb import probe
 from core.database import is_postgres
+from core.http.health_early import Refreshed
 from core.http.health_port import Heartbeat
 from turns_app import shutdown
 from turns_app.checkpoint_tables import schema_problem
@@ -130,3 +133,16 @@ class PortProbe:
             conn.inc_thread_sharing()
             with contextlib.suppress(Exception):  # a connection that died has nothing left to close
                 conn.close()
+
+
+# The route's answer kept fresh by a thread (core.http.health_early), once
+# the server started it (agentsite.startup).
+refreshed: Refreshed | None = None
+
+
+def early_answer() -> tuple[int, dict[str, Any]] | None:
+    """What daphne's port answers before the route, if it can: 503
+    stopping at once, else the latest answer while it is fresh."""
+    if shutdown.stopping():
+        return 503, STOPPING
+    return refreshed.fresh() if refreshed is not None else None

@@ -20,7 +20,9 @@ What it shows: `/api/health` on daphne's own port, probed alternately in
 the same load (the figures in the assertion message), had a 90th
 percentile of 350-580 ms under the burst, over the ceiling, and of
 100-170 ms beside the opening streams; the health port's was 20-35 ms and
-10-40 ms (SQLite and PostgreSQL, load average 4-10 on 2 cores).
+10-40 ms (SQLite and PostgreSQL, load average 4-10 on 2 cores). Answered
+early on daphne's port (core.http.health_early), 300-350 ms under the
+burst at load average 10-12, still over it.
 """
 
 from __future__ import annotations
