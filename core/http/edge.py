@@ -141,17 +141,21 @@ class Edge:
             return await self.app(scope, receive, send)
         api = is_api(scope.get("path", ""))
         dialect = dialect_of(scope.get("path", ""))
+        # The edge's own refusals speak the path's contract; elsewhere
+        # (admin, chat page) the API's JSON is as good as any.
+        refusals = dialect or errors.API
         limit = self.max_body_bytes
 
         if api and not host_allowed(scope):
             refused = ApiError.of(400, ErrorCode.DISALLOWED_HOST, "this host name is not served here")
-            return await send_error(send, refused)
+            return await send_error(send, refused, dialect=errors.API)
         declared = header(scope, b"content-length")
         if declared is not None:
             if not declared.strip().isdigit():
-                return await send_error(send, MalformedRequest("Content-Length is not a number"))
+                return await send_error(send, MalformedRequest("Content-Length is not a number"), dialect=refusals)
             if int(declared) > limit:
-                return await send_error(send, PayloadTooLarge(f"the request body is over {limit} bytes"))
+                too_big = PayloadTooLarge(f"the request body is over {limit} bytes")
+                return await send_error(send, too_big, dialect=refusals)
 
         received = 0
         too_large = False
@@ -176,6 +180,11 @@ class Edge:
 
         async def guarded_send(message: Message) -> None:
             nonlocal started, rewriting
+            if too_large and not started:
+                # What the app answers a client that "left" (Starlette's
+                # ClientDisconnect, say) is not what the client is told:
+                # the 413 below is.
+                return
             if message["type"] == "http.response.start":
                 started = True
                 status = message["status"]
@@ -195,7 +204,7 @@ class Edge:
 
         await self.app(scope, guarded_receive, guarded_send)
         if too_large and not started:
-            await send_error(send, PayloadTooLarge(f"the request body is over {limit} bytes"))
+            await send_error(send, PayloadTooLarge(f"the request body is over {limit} bytes"), dialect=refusals)
 
 
 def _charset_named(headers: Any) -> list[tuple[bytes, bytes]]:

@@ -38,6 +38,7 @@ from twisted.web import http
 
 from core.errors import ApiError
 from core.http import errors
+from core.http.edge import dialect_of
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -65,11 +66,12 @@ def reason(status: int) -> bytes:
         return http.RESPONSES.get(status, b"Unknown Status")
 
 
-def raw_error(status: int, code: str, message: str) -> bytes:
-    """A complete response in the API's error contract (core.http.errors),
-    written straight to the socket: used before any application has been
-    created."""
-    body = errors.render(ApiError.of(status, code, message)).content()
+def raw_error(status: int, code: str, message: str, path: bytes = b"") -> bytes:
+    """A complete response in the error contract of `path`'s dialect (the
+    API's where it has none; core.http.errors), written straight to the
+    socket: used before any application has been created."""
+    dialect = dialect_of(path.split(b"?", 1)[0].decode("latin-1")) or errors.API
+    body = errors.render(ApiError.of(status, code, message), dialect).content()
     head = (
         f"HTTP/1.1 {status} {reason(status).decode()}\r\n"
         "Content-Type: application/json; charset=utf-8\r\n"
@@ -119,6 +121,8 @@ class GuardedRequest(http_protocol.WebRequest):
                 413,
                 "payload_too_large",
                 f"the request body is over {LIMITS.max_body_bytes} bytes",
+                # The request line is in; Request.path is set only later.
+                getattr(self.channel, "_path", b""),
             )
         )
 
@@ -173,7 +177,14 @@ class GuardedChannel(http.HTTPChannel):
         self.loseConnection()
 
     def _too_large_headers(self) -> None:
-        self.refuse(raw_error(431, "headers_too_large", f"request headers are limited to {MAX_HEADER_BYTES} bytes"))
+        self.refuse(
+            raw_error(
+                431,
+                "headers_too_large",
+                f"request headers are limited to {MAX_HEADER_BYTES} bytes",
+                getattr(self, "_path", b""),
+            )
+        )
 
     def _write(self, data: bytes) -> None:
         """Straight to the socket. Called only while connected (bytes are
@@ -207,6 +218,7 @@ class GuardedChannel(http.HTTPChannel):
                     408,
                     "request_timeout",
                     f"the request was not received within {LIMITS.read_timeout_seconds:g} s",
+                    getattr(self, "_path", b""),
                 )
             )
         # Twisted's idle-timeout path: close, and abort if the client does

@@ -106,6 +106,26 @@ def assert_contract(answer: Answer, status: int, code: str) -> None:
     assert body["error"]["message"], body
 
 
+def assert_protocol_contract(answer: Answer, status: int, code: str) -> None:
+    """LangGraph's dialect (/langgraph/, /a2a/): `{"detail", "code"}`."""
+    assert answer.status == status, (answer.status, answer.body[:300])
+    assert answer.headers["content-type"].startswith("application/json"), answer.headers
+    body = answer.json
+    assert set(body) == {"detail", "code"} and body["code"] == code, body
+    assert body["detail"], body
+
+
+def assert_refusal(answer: Answer, path: str, status: int, code: str) -> None:
+    """The edge's refusal in the contract of the path's dialect; the admin
+    and the chat page have none of their own, and get a bare status."""
+    if path.startswith("/api/"):
+        assert_contract(answer, status, code)
+    elif path.startswith(("/langgraph/", "/a2a/")):
+        assert_protocol_contract(answer, status, code)
+    else:
+        assert answer.status == status, (answer.status, answer.body[:300])
+
+
 def everything():
     return {
         "sessions": list(AgentSession.objects.values()),
@@ -120,6 +140,9 @@ ROUTES = [
     ("POST", "/api/sessions/s1/turns"),
     ("PATCH", "/api/sessions/s1/fields"),
     ("POST", "/api/sessions/s1/turns/stream"),
+    ("POST", "/langgraph/threads"),
+    ("POST", "/langgraph/threads/t1/runs/stream"),
+    ("POST", "/a2a/intake"),
     ("POST", "/admin/login/"),
     ("POST", "/"),
 ]
@@ -131,10 +154,7 @@ async def test_declared_length_over_the_limit_is_413_before_reading(app, setting
     answer = await call(
         app, method, path, headers={"Authorization": f"Bearer {alice}"}, declared=10**12, chunks=[b"x" * 4096] * 3
     )
-    if path.startswith("/api/"):
-        assert_contract(answer, 413, "payload_too_large")
-    else:
-        assert answer.status == 413
+    assert_refusal(answer, path, 413, "payload_too_large")
     assert answer.chunks_read == 0, "the body was read"
     assert await orm(everything) == {"sessions": [], "turns": []}
 
@@ -144,9 +164,7 @@ async def test_undeclared_body_is_cut_at_the_limit(app, settings, alice, method,
     settings.AGENT_MAX_BODY_BYTES = 4096
     chunks = [b"{" + b" " * 1023] * 100  # 100 KB, no Content-Length (chunked)
     answer = await call(app, method, path, headers={"Authorization": f"Bearer {alice}"}, chunks=chunks)
-    assert answer.status == 413, answer.body[:300]
-    if path.startswith("/api/"):
-        assert_contract(answer, 413, "payload_too_large")
+    assert_refusal(answer, path, 413, "payload_too_large")
     # Read up to the limit, not one chunk more.
     assert answer.chunks_read <= 5, answer.chunks_read
     assert await orm(everything) == {"sessions": [], "turns": []}

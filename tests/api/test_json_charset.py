@@ -72,3 +72,17 @@ async def test_every_json_answer_names_utf_8(app, alice, settings):
 def test_the_server_guards_own_answers_name_utf_8():
     head = raw_error(408, "request_timeout", "too slow").split(b"\r\n\r\n", 1)[0].decode()
     assert f"Content-Type: {JSON_UTF8}" in head.split("\r\n")
+
+
+@pytest.mark.parametrize(
+    "path,keys",
+    [
+        (b"/api/sessions/s1/turns", {"error"}),
+        (b"/langgraph/threads?limit=1", {"detail", "code"}),
+        (b"/a2a/intake", {"detail", "code"}),
+        (b"/admin/login/", {"error"}),
+    ],
+)
+def test_the_server_guards_answers_speak_the_paths_contract(path, keys):
+    body = json.loads(raw_error(413, "payload_too_large", "too big", path).split(b"\r\n\r\n", 1)[1])
+    assert set(body) == keys, body
