@@ -40,6 +40,7 @@ def build_application():
     )
     from langgraph_app.cors import ProtocolCors
     from langgraph_app.custom_app import with_custom_routes
+    from langgraph_app.mcp_server import McpEndpoint
     from langgraph_app.thread_socket import RefusedSocket, ThreadStreamSocket
     from turns_app.consumers import TurnReattachConsumer, TurnStreamConsumer
 
@@ -76,6 +77,9 @@ def build_application():
                             # Agent2Agent (A2A): a Starlette app, as a2a-sdk's server is.
                             asgi_path(r"^a2a/", a2a_app.app),
                             asgi_path(r"^\.well-known/agent-card\.json$", a2a_app.app),
+                            # MCP where LangGraph's server has it: /mcp under the protocol's root
+                            # (before the protocol's JSON endpoints, which take the rest of it).
+                            asgi_path(r"^langgraph/mcp/?$", McpEndpoint()),
                             # The JSON API and the protocol's JSON endpoints: header-authenticated,
                             # without the admin's middleware (docs/scale.md, "CPU").
                             asgi_path(r"^(?:api|langgraph)/", api_app),

@@ -32,6 +32,8 @@ and sessions_app's public services and selectors (docs/agent-protocol.md).
     thread_lifecycle_api.py  JSON endpoints: prune threads; a thread's storage
     runs_api.py        JSON endpoints: runs (start in the background, wait, join, cancel)
     openapi.py         the SSE endpoints in the OpenAPI document
+    mcp_server.py      /langgraph/mcp: the Model Context Protocol (the mcp SDK, stateless), its door
+    mcp_tools.py       MCP's tools: each assistant, a call a run (runs.start_run)
     cors.py            CORS for browser clients on another origin
     custom_app.py      a project's own Starlette app (http.app), its routes first
 
