@@ -39,6 +39,7 @@ from sessions_app.auth import Principal
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 UNAUTHORIZED = -32001
 SERVER_NAME = "agentsite"
@@ -56,6 +57,10 @@ class NotOneRequest(MalformedRequest):
     """JSON, but not one JSON-RPC message: a batch, or no object."""
 
     jsonrpc_code = INVALID_REQUEST
+
+
+class BadParams(MalformedRequest):
+    jsonrpc_code = INVALID_PARAMS
 
 
 class NoSuchMethod(ApiError):
@@ -130,17 +135,35 @@ def _headers(scope: Scope) -> dict[str, str]:
     return headers
 
 
+def _media_refusal(headers: dict[str, str]) -> ApiError | None:
+    """The SDK's own refusals of a request's media types (406, 415), said
+    here so that they carry the error contract too: JSON must be accepted
+    (its JSON-response mode) and sent."""
+    accepted = (part.strip() for part in headers.get("accept", "").split(","))
+    if not any(part.startswith("application/json") for part in accepted):
+        return ApiError.of(406, ErrorCode.MALFORMED_REQUEST, "the client must accept application/json")
+    if headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        return ApiError.of(415, ErrorCode.MALFORMED_REQUEST, "the body must be sent as application/json")
+    return None
+
+
 def _checked(body: bytes) -> dict[str, Any]:
     message: Any = parse_json(body)
     if isinstance(message, list):
         raise NotOneRequest("JSON-RPC batches are not supported: MCP removed them (2025-06-18); send one message")
     if not isinstance(message, dict):
         raise NotOneRequest("a JSON-RPC message is a JSON object")
+    if message.get("jsonrpc") != "2.0":
+        raise NotOneRequest('a JSON-RPC 2.0 message says "jsonrpc": "2.0"')
+    if "method" in message and not isinstance(message["method"], str):
+        raise NotOneRequest("a JSON-RPC method is a string")
     # The SDK would take a message with any other id for a notification,
     # and answer a request nobody waits for with a silent 202.
     request_id = message.get("id")
     if "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, str | int)):
         raise NotOneRequest("a JSON-RPC id is a string or an integer")
+    if message.get("params") is not None and not isinstance(message["params"], dict):
+        raise BadParams("MCP's params are an object")
     return message
 
 
@@ -187,10 +210,14 @@ class McpEndpoint:
         if not host_allowed(scope):
             refused = ApiError.of(400, ErrorCode.DISALLOWED_HOST, "this host name is not served here")
             return await _refuse(send, refused)
+        headers = _headers(scope)
         try:
-            principal = await authenticate(_headers(scope), scope)
+            principal = await authenticate(headers, scope)
         except Exception as exc:  # rendered by the front door, unexpected ones logged there
             return await _refuse(send, exc)
+        refusal = _media_refusal(headers)
+        if refusal is not None:
+            return await _refuse(send, refusal)
         body = await _read_body(receive)
         if body is None:
             return

@@ -119,6 +119,8 @@ STATUSES: dict[str, dict[int, list[C]]] = {
     "post /runs": RUN_START,
     "post /runs/wait": RUN_START,
     "post /runs/stream": RUN_START,
+    # JSON-RPC errors carrying these (mcp_server.py): 406 not accepting JSON, 415 not sending it.
+    "post /mcp": {**AUTHED, 406: [C.MALFORMED_REQUEST], 415: [C.MALFORMED_REQUEST]},
 }
 # Successes other than 200 (LangGraph's server answers the same).
 SUCCESSES: dict[str, dict[str, str]] = {
@@ -228,6 +230,60 @@ STREAM_OPERATIONS: dict[str, dict[str, Any]] = {
         }
     },
 }
+JSON_RPC_ERROR = {
+    "title": "JsonRpcError",
+    "type": "object",
+    "required": ["jsonrpc", "id", "error"],
+    "properties": {
+        "jsonrpc": {"type": "string", "enum": ["2.0"]},
+        "id": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            # data: the `{"detail", "code"}` of an error the door refused.
+            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}},
+        },
+    },
+}
+JSON_RPC_MESSAGE = {
+    "title": "JsonRpcMessage",
+    "type": "object",
+    "required": ["jsonrpc", "method"],
+    "properties": {
+        "jsonrpc": {"type": "string", "enum": ["2.0"]},
+        "id": {"anyOf": [{"type": "string"}, {"type": "integer"}], "description": "none: a notification"},
+        "method": {"type": "string", "description": "initialize, ping, tools/list, tools/call, or a notification"},
+        "params": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+    },
+}
+# Operations answering JSON-RPC (docs/agent-protocol.md, "MCP"); their 413
+# is the edge's, before the body is read.
+JSON_RPC_OPERATIONS: dict[str, dict[str, Any]] = {
+    "/mcp": {
+        "post": {
+            "tags": ["MCP"],
+            "summary": "The Model Context Protocol (Streamable HTTP, stateless): each assistant a tool, a call a run",
+            "operationId": "post_mcp",
+            "parameters": [
+                {
+                    "name": "Accept",
+                    "in": "header",
+                    "required": True,
+                    "schema": {"type": "string", "enum": ["application/json, text/event-stream"]},
+                }
+            ],
+            "requestBody": _body("JsonRpcMessage"),
+            "responses": {
+                "200": {
+                    "description": "the JSON-RPC response (a result, or an error such as -32601 or -32602)",
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                "202": {"description": "a notification, accepted"},
+            },
+            "security": [{"ProtocolAuth": []}],
+        }
+    }
+}
 RUN_STARTS = {where for where, statuses in STATUSES.items() if statuses is RUN_START}
 # Operations that never answer ninja's default 200.
 NO_200 = {
@@ -245,9 +301,11 @@ def document(schema: dict[str, Any], prefix: str) -> dict[str, Any]:
         **errors.PROTOCOL.schema,
         "required": ["detail", "code"],
     }
+    schema["components"]["schemas"]["JsonRpcError"] = copy.deepcopy(JSON_RPC_ERROR)
+    schema["components"]["schemas"]["JsonRpcMessage"] = copy.deepcopy(JSON_RPC_MESSAGE)
     _constrain_bodies(schema["components"]["schemas"])
     paths = schema.setdefault("paths", {})
-    for path, operations in STREAM_OPERATIONS.items():
+    for path, operations in {**STREAM_OPERATIONS, **JSON_RPC_OPERATIONS}.items():
         paths[prefix + path] = copy.deepcopy(operations)
     for full_path, operations in paths.items():
         path = full_path.removeprefix(prefix)
@@ -259,8 +317,9 @@ def document(schema: dict[str, Any], prefix: str) -> dict[str, Any]:
             }
             for success, description in SUCCESSES.get(where, {}).items():
                 responses[success] = {"description": description}
+            json_rpc = path in JSON_RPC_OPERATIONS
             for failure, codes in STATUSES.get(where, {}).items():
-                responses[str(failure)] = _error_response(codes)
+                responses[str(failure)] = _error_response(codes, json_rpc=json_rpc and failure != 413)
             for (source, status), links in LINKS.items():
                 if source == where and status in responses:
                     responses[status]["links"] = {
@@ -271,8 +330,9 @@ def document(schema: dict[str, Any], prefix: str) -> dict[str, Any]:
     return schema
 
 
-def _error_response(codes: list[C]) -> dict[str, Any]:
-    return {"description": "error: " + ", ".join(f"`{code}`" for code in codes), "content": copy.deepcopy(ERROR)}
+def _error_response(codes: list[C], *, json_rpc: bool = False) -> dict[str, Any]:
+    content = {"application/json": {"schema": {"$ref": "#/components/schemas/JsonRpcError"}}} if json_rpc else ERROR
+    return {"description": "error: " + ", ".join(f"`{code}`" for code in codes), "content": copy.deepcopy(content)}
 
 
 def _constrain_parameters(operation: dict[str, Any], *, starts_run: bool) -> None:

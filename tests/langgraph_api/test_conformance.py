@@ -65,6 +65,7 @@ SERVED = {
     ("post", "/store/namespaces"),
     ("post", "/threads/prune"),
     ("get", "/threads/{thread_id}/storage"),
+    ("post", "/mcp"),
 }
 # Served as langgraph-api 0.16.7 serves them, newer than the vendored spec.
 NEWER_THAN_SPEC = {("post", "/threads/prune"), ("get", "/threads/{thread_id}/storage")}
@@ -89,6 +90,8 @@ KNOWN_BODY_DIFFERENCES: dict[tuple[str, str], tuple[set[str], set[str]]] = {
     # server reads; the vendored spec predates them.
     ("put", "/store/items"): (set(), {"ttl", "index"}),
     ("post", "/store/items/search"): (set(), {"refresh_ttl"}),
+    # The spec says any object; ours is a JSON-RPC message.
+    ("post", "/mcp"): (set(), {"jsonrpc", "id", "method", "params"}),
 }
 # Enums we answer more narrowly or widely than the spec: none.
 ENUM_PROPERTIES = (
@@ -134,6 +137,12 @@ def _enum(spec: dict, prop: dict) -> set | None:
     return found or None
 
 
+def _spec_path(path: str) -> dict:
+    """The spec's operations of `path`, which it may spell with a trailing
+    slash (`/mcp/`)."""
+    return SPEC["paths"].get(path) or SPEC["paths"].get(path + "/", {})
+
+
 def _path_params(operation: dict) -> set:
     return {p["name"] for p in operation.get("parameters", []) if p["in"] == "path"}
 
@@ -154,7 +163,7 @@ def _our_operations(ours: dict) -> dict:
 def test_we_serve_the_listed_endpoints_and_the_spec_has_each(ours):
     operations = _our_operations(ours)
     assert set(operations) == SERVED
-    missing = [(m, p) for m, p in SERVED if m not in SPEC["paths"].get(p, {})]
+    missing = [(m, p) for m, p in SERVED if m not in _spec_path(p)]
     assert set(missing) == NEWER_THAN_SPEC
 
 
@@ -164,7 +173,7 @@ def test_path_parameters_match(ours):
         if (method, path) in NEWER_THAN_SPEC:
             assert _path_params(operation) == set(re.findall(r"{(\w+)}", path))
             continue
-        assert _path_params(operation) == _path_params(SPEC["paths"][path][method]) == set(re.findall(r"{(\w+)}", path))
+        assert _path_params(operation) == _path_params(_spec_path(path)[method]) == set(re.findall(r"{(\w+)}", path))
 
 
 def test_request_bodies_have_the_specs_properties_and_enums(ours):
@@ -174,7 +183,7 @@ def test_request_bodies_have_the_specs_properties_and_enums(ours):
         method, path = key
         if key in NEWER_THAN_SPEC:
             continue
-        theirs = _body_properties(SPEC, SPEC["paths"][path][method])
+        theirs = _body_properties(SPEC, _spec_path(path)[method])
         mine = _body_properties(ours, operation)
         lacking, added = set(theirs) - set(mine), set(mine) - set(theirs)
         if lacking or added:

@@ -1,8 +1,8 @@
 """AGENT_AUTH_PATH (docs/configuration.md, "Custom auth"): an auth.py written
 as LangGraph's docs write one (a Bearer token -> a user) decides who calls a
 real daphne, on /langgraph/ (JSON endpoints, SSE consumers, the thread
-WebSocket) and /api/,
-driven by the LangGraph Python SDK: each user's threads are its own; a
+WebSocket, MCP) and /api/,
+driven by the LangGraph Python SDK (and MCP's): each user's threads are its own; a
 missing or unknown token is a 401, a refusal keeps its status, a handler
 that fails is a 401 `auth_failed`, never a 500, and nothing is written."""
 
@@ -16,6 +16,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError
+from mcp import ClientSession
+from mcp.client.streamable_http import streamablehttp_client
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -133,6 +135,30 @@ async def test_an_auth_py_decides_who_calls(servers, tmp_path):
         detail = (await raw.get("/langgraph/threads/x", headers={"Authorization": "Bearer nobody"})).json()
         assert detail["detail"] == "Invalid token"
         assert "the AGENT_AUTH_PATH authenticate handler failed" in server.log_text()
+
+        # MCP (docs/agent-protocol.md, "MCP"): the same handler, the same owners.
+        async def mcp_call(token: str, arguments: dict) -> Any:
+            headers = {"Authorization": f"Bearer {token}"}
+            async with (
+                streamablehttp_client(f"{url}/mcp", headers=headers) as (read, write, _),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return await session.call_tool("intake", arguments)
+
+        alices = await mcp_call("user1-token", {"messages": "via mcp", "thread_id": tid})
+        said = [m["content"] for m in alices.structuredContent["messages"] if m["type"] == "human"]
+        assert alices.meta["thread_id"] == tid and said == ["hello", "again", "via mcp"]
+        bobs = await mcp_call("user2-token", {"messages": "bob via mcp", "thread_id": tid})
+        assert [m["content"] for m in bobs.structuredContent["messages"] if m["type"] == "human"] == ["bob via mcp"]
+        before = await orm(all_sessions)
+        listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        for headers, status, code in cases:
+            answer = await raw.post(
+                "/langgraph/mcp", json=listing, headers={**headers, "accept": "application/json, text/event-stream"}
+            )
+            assert (answer.status_code, answer.json()["error"]["data"]["code"]) == (status, code), answer.text
+        assert await orm(all_sessions) == before
 
 
 async def test_a_bad_auth_path_stops_the_server_at_start(servers):

@@ -217,7 +217,11 @@ HOSTILE: list[tuple[str, bytes, int, int]] = [
     ("a fractional id", b'{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', 400, -32600),
     ("NUL in a string", b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list\\u0000"}', 422, -32600),
     ("too deep", b'{"a":' * 100 + b"1" + b"}" * 100, 400, -32700),
-    ("no jsonrpc version", b'{"id": 1, "method": "tools/list"}', 400, -32602),
+    ("params a list", b'{"jsonrpc": "2.0", "id": 1, "method": "nothing/here", "params": [1]}', 400, -32602),
+    ("no jsonrpc version", b'{"id": 1, "method": "tools/list"}', 400, -32600),
+    ("another jsonrpc version", b'{"jsonrpc": "1.0", "id": 1, "method": "tools/list"}', 400, -32600),
+    ("a method not a string", b'{"jsonrpc": "2.0", "id": 1, "method": 7}', 400, -32600),
+    ("neither request nor response", b'{"jsonrpc": "2.0", "id": 1}', 400, -32602),
     ("a call without params", b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call"}', 200, -32602),
     ("an unknown method", b'{"jsonrpc": "2.0", "id": 1, "method": "threads/delete"}', 200, -32601),
 ]
@@ -273,9 +277,17 @@ def test_the_door_refuses_with_json_rpc_errors(served):
     too_large = httpx.post(served.mcp, json=huge, headers={**JSON_AND_SSE, "x-api-key": served.alice})
     assert too_large.status_code == 413
     assert thread_count(served) == before
-    # The SDK's own checks answer JSON-RPC errors too.
+    # What the SDK would refuse before reading the body, refused alike.
     wrong_accept = httpx.post(served.mcp, json=listing, headers={"accept": "text/html", "x-api-key": served.alice})
-    assert wrong_accept.status_code == 406 and "error" in wrong_accept.json()
+    assert wrong_accept.status_code == 406
+    assert wrong_accept.json()["error"]["data"]["code"] == "malformed_request"
+    as_text = httpx.post(
+        served.mcp,
+        content=json.dumps(listing),
+        headers={**JSON_AND_SSE, "content-type": "text/plain", "x-api-key": served.alice},
+    )
+    assert as_text.status_code == 415
+    assert as_text.json()["error"]["data"]["code"] == "malformed_request"
 
 
 def test_a_client_without_initialize_is_served_statelessly(served):
