@@ -25,8 +25,18 @@ ALLOW_HEADERS = [
     "last-event-id",
     "prefer",
     "idempotency-key",
+    # A browser's MCP client at /langgraph/mcp (docs/agent-protocol.md, "MCP").
+    "mcp-protocol-version",
+    "mcp-session-id",
 ]
-EXPOSE_HEADERS = ["Content-Location", "Location", "X-Pagination-Next", "X-Pagination-Total", "Idempotent-Replayed"]
+EXPOSE_HEADERS = [
+    "Content-Location",
+    "Location",
+    "X-Pagination-Next",
+    "X-Pagination-Total",
+    "Idempotent-Replayed",
+    "Mcp-Session-Id",
+]
 MAX_AGE_SECONDS = 600
 
 

@@ -28,6 +28,8 @@ async def info(request: HttpRequest):
             "langsmith_tracing_replicas": False,
             # Agent2Agent at /a2a/{assistant_id} (docs/agent-protocol.md, "A2A").
             "a2a": True,
+            # The Model Context Protocol at /langgraph/mcp (docs/agent-protocol.md, "MCP").
+            "mcp": True,
         },
         "host": {"kind": "self-hosted", "project_id": None, "revision_id": None, "tenant_id": None},
         "metadata": {},

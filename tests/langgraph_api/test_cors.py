@@ -26,18 +26,20 @@ def preflight(origin: str, method: str = "POST") -> dict[str, str]:
     return {
         "origin": origin,
         "access-control-request-method": method,
-        "access-control-request-headers": "x-api-key, content-type, last-event-id",
+        "access-control-request-headers": ", ".join(
+            ("x-api-key", "content-type", "last-event-id", "mcp-protocol-version", "mcp-session-id")
+        ),
     }
 
 
-@pytest.mark.parametrize("path", ["/langgraph/threads/t1/runs/stream", "/langgraph/threads/search"])
+@pytest.mark.parametrize("path", ["/langgraph/threads/t1/runs/stream", "/langgraph/threads/search", "/langgraph/mcp"])
 async def test_allowed_origin_gets_preflight_and_exposed_headers(settings, path, alice):
     settings.LANGGRAPH_CORS_ALLOWED_ORIGINS = [UI]
     app = build_application()
     status, headers = await call(app, "OPTIONS", path, preflight(UI))
     assert status == 200
     assert headers["access-control-allow-origin"] == UI
-    assert {"x-api-key", "content-type", "last-event-id"} <= {
+    assert {"x-api-key", "content-type", "last-event-id", "mcp-protocol-version", "mcp-session-id"} <= {
         h.strip() for h in headers["access-control-allow-headers"].lower().split(",")
     }
     status, headers = await call(app, "GET", "/langgraph/info", {"origin": UI, "x-api-key": alice})

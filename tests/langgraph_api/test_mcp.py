@@ -300,3 +300,8 @@ def test_a_client_without_initialize_is_served_statelessly(served):
     assert {tool["name"] for tool in answer.json()["result"]["tools"]} == {"intake", "booking"}
     assert "mcp-session-id" not in answer.headers
     assert answer.headers["x-content-type-options"] == "nosniff"
+
+
+def test_info_lists_mcp_beside_a2a(served):
+    flags = httpx.get(f"{served.url}/langgraph/info").json()["flags"]
+    assert flags["mcp"] is True and flags["a2a"] is True, flags
