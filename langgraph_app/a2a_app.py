@@ -55,7 +55,9 @@ class CallContextBuilder(DefaultServerCallContextBuilder):
 
     def build(self, request: Request) -> ServerCallContext:
         context = super().build(request)
-        context.state["owner"] = request.state.owner
+        context.state["owner"] = request.state.principal.owner
+        # The whole caller: a run asks the project's auth handlers about it.
+        context.state["principal"] = request.state.principal
         context.state["assistant_id"] = request.path_params["assistant_id"]
         return context
 
@@ -115,7 +117,7 @@ async def rpc(request: Request) -> Response:
     if request.method != "POST":
         return await agent_card(request)
     try:
-        request.state.owner = (await authenticate(request.headers, request.scope)).owner
+        request.state.principal = await authenticate(request.headers, request.scope)
     except Exception as error:
         return refusal(error)
     try:

@@ -122,7 +122,11 @@ class RunsRequestHandler(RequestHandler):
                 }
             )
             run = await runs.start_run(
-                owner=owner, key=key, body=body, idempotency_key=idempotency_key, streamed=streamed
+                principal=context.state["principal"],
+                key=key,
+                body=body,
+                idempotency_key=idempotency_key,
+                streamed=streamed,
             )
         except ApiError as error:
             raise a2a_error(error) from None

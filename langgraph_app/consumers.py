@@ -32,6 +32,7 @@ from langgraph_app.params import TRUE
 from langgraph_app.run_input import RunBody
 from langgraph_app.schemas import RunCreateStateful, RunCreateStateless, StreamMode
 from langgraph_app.stream import ProtocolEvent, parse_last_event_id, protocol_events, replays_whole
+from langgraph_app.thread_access import check_thread
 from sessions_app.selectors import check_session_key
 from turns_app import selectors
 from turns_app.events import replay_from
@@ -95,7 +96,7 @@ class RunStreamConsumer(_ProtocolStream):
             validate_body(RunCreateStateless, body) if key is None else validate_body(RunCreateStateful, body)
         )
         run = await runs.start_run(
-            owner=api_key.owner, key=key, body=payload, idempotency_key=headers.get("idempotency-key")
+            principal=api_key, key=key, body=payload, idempotency_key=headers.get("idempotency-key")
         )
         run.finish_in_background()
 
@@ -146,6 +147,7 @@ class JoinStreamConsumer(_ProtocolStream):
         query = self.query()
         asked = stream_modes_of(query.get("stream_mode", []))
         cancel_on_disconnect = (query.get("cancel_on_disconnect") or [""])[-1].strip().lower() in TRUE
+        await check_thread(api_key, "read", key)
         try:
             turn = await db(selectors.turn_of_owner, owner=api_key.owner, key=key, turn_id=run_id)
         except ApiError:
@@ -175,6 +177,7 @@ class ThreadEventsConsumer(_ProtocolStream):
         api_key = await authenticate(headers, self.scope)
         key = check_session_key(route["thread_id"])
         sub = thread_events.parse_subscription(parse_json(body) if body else None)
+        await check_thread(api_key, "read", key)
         session = await db(threads.thread_of, owner=api_key.owner, key=key)
         return Plan(thread_events.follow_thread(owner=api_key.owner, key=key, graph=session.graph, sub=sub))
 
@@ -190,5 +193,6 @@ class ThreadJoinConsumer(_ProtocolStream):
         key = check_session_key(route["thread_id"])
         modes = thread_join.parse_modes(self.query())
         since = thread_join.parse_since(headers.get("last-event-id"))
+        await check_thread(api_key, "read", key)
         await db(threads.thread_of, owner=api_key.owner, key=key)
         return Plan(thread_join.join_thread(owner=api_key.owner, key=key, modes=modes, since=since))

@@ -24,7 +24,7 @@ from core.asyncdb import db
 from core.errors import SessionBusy, SessionExists, SessionNotFound, TurnCommitted, TurnNotFound
 from core.http.errors import run_error
 from graphs.runtime.registry import GraphShape, shape_for
-from langgraph_app import run_config, stream, threads
+from langgraph_app import run_config, stream, thread_access, threads
 from langgraph_app.errors import not_supported, run_not_found, thread_busy, thread_not_found
 from langgraph_app.ids import CheckpointRef
 from langgraph_app.run_input import (
@@ -37,8 +37,10 @@ from langgraph_app.run_input import (
     wanted_ref,
 )
 from langgraph_app.schemas import thread_ttl
+from langgraph_app.thread_access import Where
 from sessions_app import selectors as sessions
 from sessions_app import services as session_services
+from sessions_app.auth import Principal
 from turns_app.events import replay_from
 from turns_app.execution import TurnRun, start_turn
 from turns_app.services import check_idempotency_key, turn_cancel
@@ -187,14 +189,22 @@ def _stamp(assistant: run_config.RunAssistant) -> dict[str, str]:
     return {"graph_id": assistant.graph, "assistant_id": assistant.assistant_id}
 
 
-async def _ensure_thread(owner: str, key: str, assistant: run_config.RunAssistant, create: bool) -> None:
-    """The thread exists (or is made, `create`) and carries the assistant's
-    stamp. A thread already stamped so, as every run after its first finds
-    it, takes no merge: a locked read and its transaction for no change
-    (docs/scale.md, "Round trips")."""
+async def _ensure_thread(
+    owner: str,
+    key: str,
+    assistant: run_config.RunAssistant,
+    create: bool,
+    metadata: dict[str, Any],
+    where: Where | None,
+) -> None:
+    """The thread exists and matches the create_run handler's filter
+    (`where`), or is made (`create`) with the run's metadata, as LangGraph's
+    server; it carries the assistant's stamp. A thread already stamped so,
+    as every run after its first finds it, takes no merge: a locked read
+    and its transaction for no change (docs/scale.md, "Round trips")."""
     stamp = _stamp(assistant)
     try:
-        session = await db(sessions.session_get, owner=owner, key=key)
+        session = await db(sessions.session_get, owner=owner, key=key, where=where)
     except SessionNotFound:
         if not create:
             raise thread_not_found(key) from None
@@ -205,12 +215,15 @@ async def _ensure_thread(owner: str, key: str, assistant: run_config.RunAssistan
                 owner=owner,
                 key=key,
                 graph=assistant.graph,
-                metadata=stamp,
+                metadata={**stamp, **metadata},
                 **ttl,
             )
             return
         except SessionExists:
-            pass  # made by a concurrent request; it is ours to run on now
+            # Made by a concurrent request (ours to run on now), or there
+            # already but not the caller's by the filter.
+            if where and not await db(sessions.session_matches, owner=owner, key=key, where=where):
+                raise thread_not_found(key) from None
     else:
         if all(session.metadata.get(name) == value for name, value in stamp.items()):
             return
@@ -230,7 +243,7 @@ async def _cancel_running(owner: str, key: str) -> None:
 
 async def start_run(
     *,
-    owner: str,
+    principal: Principal,
     key: str | None,
     body: RunBody,
     idempotency_key: str | None,
@@ -241,8 +254,16 @@ async def start_run(
     thread). A run nobody streams (`streamed` off: wait) logs no stream
     modes unless the body names some: a `values` snapshot per step would be
     serialized and stored for no one. A `thread_stream` run (a thread
-    command's) logs LangGraph's v3 protocol events (turns_app.thread_stream_parts)."""
+    command's) logs LangGraph's v3 protocol events (turns_app.thread_stream_parts).
+    Every path that starts a run comes here, so the project's create_run
+    handler is asked here (langgraph_app.thread_access)."""
+    owner = principal.owner
     stateless = key is None
+    if key is not None:
+        sessions.check_session_key(key)
+    metadata, where = await thread_access.run_allowed(principal, key, body)
+    if metadata != (body.metadata or {}):
+        body = body.model_copy(update={"metadata": metadata})
     assistant = run_config.system_run_assistant(body.assistant_id)
     if assistant is None:
         assistant = await db(run_config.resolve, owner=owner, raw=body.assistant_id)
@@ -271,14 +292,15 @@ async def start_run(
         protocol["metadata"] = body.metadata
     if key is None:
         key = str(uuid.uuid4())
-        await db(session_services.session_create, owner=owner, key=key, graph=graph, metadata=_stamp(assistant))
+        made = {**_stamp(assistant), **metadata}
+        await db(session_services.session_create, owner=owner, key=key, graph=graph, metadata=made)
         try:
             return await _start(owner, key, body, idempotency_key, graph, ref, command, protocol, shape, stateless=True)
         except BaseException:
             await db(session_services.session_delete_for_owner, owner=owner, key=key)
             raise
-    sessions.check_session_key(key)
-    await _ensure_thread(owner, key, assistant, create=getattr(body, "if_not_exists", None) == "create")
+    create = getattr(body, "if_not_exists", None) == "create"
+    await _ensure_thread(owner, key, assistant, create, metadata, where)
     return await _start(owner, key, body, idempotency_key, graph, ref, command, protocol, shape, stateless=False)
 
 

@@ -18,6 +18,7 @@ from langgraph_app.errors import run_not_found
 from langgraph_app.params import flag, page
 from langgraph_app.run_input import RunBody
 from langgraph_app.schemas import RunCreateStateful, RunCreateStateless
+from langgraph_app.thread_access import check_thread
 
 runs_router = Router(tags=["Thread Runs"])
 stateless_router = Router(tags=["Stateless Runs"])
@@ -34,7 +35,7 @@ async def _start(
     request: AuthedRequest, thread_id: str | None, payload: RunBody, *, streamed: bool = True
 ) -> runs.StartedRun:
     return await runs.start_run(
-        owner=request.auth.owner,
+        principal=request.auth,
         key=thread_id,
         body=payload,
         idempotency_key=request.headers.get("Idempotency-Key"),
@@ -76,6 +77,7 @@ async def create_stateless(request: AuthedRequest, payload: RunCreateStateless):
 async def list_runs(request: AuthedRequest, thread_id: str):
     limit, offset = page(request)
     status = request.GET.get("status") or None
+    await check_thread(request.auth, "search", thread_id, metadata={}, status=status)
     return await interruptible(
         run_records.run_list, owner=request.auth.owner, key=thread_id, limit=limit, offset=offset, status=status
     )
@@ -83,6 +85,7 @@ async def list_runs(request: AuthedRequest, thread_id: str):
 
 @runs_router.get("/threads/{thread_id}/runs/{run_id}", summary="A run")
 async def get_run(request: AuthedRequest, thread_id: str, run_id: str):
+    await check_thread(request.auth, "read", thread_id, run_id=run_id)
     return await db(
         run_records.run_get, owner=request.auth.owner, key=thread_id, run_id=run_records.parse_run_id(run_id)
     )
@@ -92,6 +95,7 @@ async def get_run(request: AuthedRequest, thread_id: str, run_id: str):
 async def join_run(request: AuthedRequest, thread_id: str, run_id: str):
     owner = request.auth.owner
     run_uuid = run_records.parse_run_id(run_id)
+    await check_thread(request.auth, "read", thread_id, run_id=run_id)
     await db(run_records.run_get, owner=owner, key=thread_id, run_id=run_uuid)
     return await runs.outcome(owner, thread_id, run_uuid)
 
@@ -108,6 +112,7 @@ async def cancel_run(request: AuthedRequest, thread_id: str, run_id: str):
         run_uuid = UUID(run_id)
     except ValueError:
         raise ValidationFailed("Invalid run ID: must be a UUID") from None
+    await check_thread(request.auth, "update", thread_id, run_id=run_id, action=action)
     try:
         await db(run_records.run_cancel, owner=request.auth.owner, key=thread_id, run_id=run_uuid)
     except TurnNotFound:

@@ -29,6 +29,7 @@ from core.http import errors
 from core.http.bodies import parse_json
 from langgraph_app import runs, thread_tree, threads
 from langgraph_app.schemas import RunCreateStateful
+from langgraph_app.thread_access import check_thread
 from langgraph_app.thread_events import MAX_SEGMENT_LENGTH, MAX_SEGMENTS
 from sessions_app.auth import Principal
 from turns_app import selectors as turn_selectors
@@ -83,15 +84,19 @@ class Caller:
     (a WebSocket frame has no headers of its own), and the seq of the last
     event this connection delivered (LangGraph's `applied_through_seq`)."""
 
-    owner: str
+    principal: Principal
     idempotency_key: str | None = None
     delivered_seq: int = 0
+
+    @property
+    def owner(self) -> str:
+        return self.principal.owner
 
 
 async def _start(caller: Caller, thread_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     """A command's run: a protocol run like any other, under the caller's Idempotency-Key."""
     run = await runs.start_run(
-        owner=caller.owner,
+        principal=caller.principal,
         key=thread_id,
         body=_run_body(fields),
         idempotency_key=caller.idempotency_key,
@@ -205,6 +210,7 @@ def _given(params: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
 
 
 async def _agent_get_tree(caller: Caller, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    await check_thread(caller.principal, "read", thread_id)
     session = await db(threads.thread_of, owner=caller.owner, key=thread_id)
     return {"tree": await thread_tree.tree_of(owner=caller.owner, key=thread_id, graph=session.graph)}
 
@@ -276,5 +282,5 @@ async def thread_command(request: HttpRequest, thread_id: str):
         return JsonResponse(refused, status=400)
     # ProtocolAuth let the request in: ninja set `auth` to the caller's key.
     auth: Principal = request.auth  # type: ignore[attr-defined]
-    caller = Caller(owner=auth.owner, idempotency_key=request.headers.get("Idempotency-Key"))
+    caller = Caller(principal=auth, idempotency_key=request.headers.get("Idempotency-Key"))
     return JsonResponse(await run_command(caller, thread_id, payload))

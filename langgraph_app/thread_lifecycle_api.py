@@ -16,24 +16,28 @@ from core.errors import SessionNotFound
 from langgraph_app.auth import AuthedRequest
 from langgraph_app.errors import thread_not_found
 from langgraph_app.schemas import ThreadPruneRequest
+from langgraph_app.thread_access import Where, allowed
 from sessions_app import selectors as sessions
 from sessions_app import services as session_services
-from sessions_app.auth import authorize
 from turns_app import selectors as turn_selectors
 from turns_app import services as turn_services
 
 lifecycle_router = Router(tags=["Threads"])
 
 
-def _prune(owner: str, keys: list[str], strategy: str) -> int:
+def _prune(owner: str, keys: list[str], strategy: str, where: Where | None) -> int:
     # Every id is checked before anything is deleted: a bad one is a 422
     # with nothing written.
     for key in keys:
         sessions.check_session_key(key)
+    if where and len(sessions.session_keys_matching(owner=owner, keys=keys, where=where)) < len(set(keys)):
+        # As LangGraph's server: under a delete filter every thread must be
+        # there and match it, or nothing is pruned.
+        raise SessionNotFound("At least one thread not found or not authorized")
     pruned = 0
     for key in dict.fromkeys(keys):
         try:
-            session = sessions.session_get(owner=owner, key=key)
+            session = sessions.session_get(owner=owner, key=key, where=where)
             if strategy == "delete":
                 session_services.session_delete(session_id=session.id)
             else:
@@ -46,21 +50,20 @@ def _prune(owner: str, keys: list[str], strategy: str) -> int:
 
 @lifecycle_router.post("/threads/prune", summary="Delete threads, or keep only their latest state (keep_latest)")
 async def prune_threads(request: AuthedRequest, payload: ThreadPruneRequest):
-    pruned = await db(_prune, owner=request.auth.owner, keys=payload.thread_ids, strategy=payload.strategy)
+    where = await allowed(request.auth, "delete", {"thread_ids": list(payload.thread_ids)})
+    pruned = await db(_prune, owner=request.auth.owner, keys=payload.thread_ids, strategy=payload.strategy, where=where)
     return {"pruned_count": pruned}
 
 
-def _storage(owner: str, key: str, scope: dict[str, Any] | None) -> dict[str, Any]:
+def _storage(owner: str, key: str, where: Where | None) -> dict[str, Any]:
     try:
-        session = sessions.session_get(owner=owner, key=key)
+        session = sessions.session_get(owner=owner, key=key, where=where)
     except SessionNotFound:
         raise thread_not_found(key) from None
-    if scope and any(session.metadata.get(k) != v for k, v in scope.items()):
-        raise thread_not_found(key)
     return {"thread_id": session.key, **turn_selectors.session_storage(session)}
 
 
 @lifecycle_router.get("/threads/{thread_id}/storage", summary="What the thread's history occupies, in bytes")
 async def get_thread_storage(request: AuthedRequest, thread_id: str):
-    scope = await authorize(request.auth, "threads", "read", {"thread_id": thread_id})
-    return await interruptible(_storage, owner=request.auth.owner, key=thread_id, scope=scope)
+    where = await allowed(request.auth, "read", {"thread_id": thread_id})
+    return await interruptible(_storage, owner=request.auth.owner, key=thread_id, where=where)

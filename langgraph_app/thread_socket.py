@@ -30,6 +30,8 @@ from core.errors import ApiError
 from core.http import errors
 from langgraph_app import thread_commands, thread_events, threads
 from langgraph_app.auth import authenticate
+from langgraph_app.thread_access import check_thread
+from sessions_app.auth import Principal
 from sessions_app.selectors import check_session_key
 
 logger = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ MAX_SUBSCRIPTIONS = 32
 
 class ThreadStreamSocket(AsyncWebsocketConsumer):
     owner: str
+    principal: Principal
     key: str
     graph: str
 
@@ -51,12 +54,14 @@ class ThreadStreamSocket(AsyncWebsocketConsumer):
         try:
             api_key = await authenticate(headers, self.scope)
             self.key = check_session_key(self.scope["url_route"]["kwargs"]["thread_id"])
+            await check_thread(api_key, "read", self.key)
             session = await db(threads.thread_of, owner=api_key.owner, key=self.key)
         except ApiError:
             # Refused before the upgrade: daphne answers the handshake 403.
             await self.close()
             return
         self.owner = api_key.owner
+        self.principal = api_key
         self.graph = session.graph
         self.subscriptions: dict[str, thread_events.Subscription] = {}
         self.delivered = 0  # the last seq sent: LangGraph's applied_through_seq
@@ -83,7 +88,7 @@ class ThreadStreamSocket(AsyncWebsocketConsumer):
             refused = thread_commands.check_envelope(payload)
         if refused is not None:
             return await self.send(text_data=json.dumps(refused))
-        caller = thread_commands.Caller(owner=self.owner, delivered_seq=self.delivered)
+        caller = thread_commands.Caller(principal=self.principal, delivered_seq=self.delivered)
         method = payload["method"]
         if method == "subscription.subscribe":
             answer = self.subscribe(payload, caller)

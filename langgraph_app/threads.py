@@ -47,9 +47,9 @@ from turns_app.types import FROM_STEP, current_ref, final_ref, step_ref
 SOURCE = {"start": "input", "input": "input", "after": "loop", "step": "loop", "now": "update"}
 
 
-def thread_of(*, owner: str, key: str) -> AgentSession:
+def thread_of(*, owner: str, key: str, where: dict[str, Any] | None = None) -> AgentSession:
     try:
-        return sessions.session_get(owner=owner, key=key)
+        return sessions.session_get(owner=owner, key=key, where=where)
     except SessionNotFound:
         raise thread_not_found(key) from None
 

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from ninja import Router
 
+from core import metadata_filter
 from core.asyncdb import db, interruptible
 from core.errors import SessionExists, SessionNotFound, TurnCommitted
 from langgraph_app import history, state_update, threads
@@ -28,16 +29,16 @@ from langgraph_app.schemas import (
     ThreadStateUpdate,
     thread_ttl,
 )
+from langgraph_app.thread_access import Where, allowed, check_thread
 from sessions_app import selectors as sessions
 from sessions_app import services as session_services
-from sessions_app.auth import authorize
 from turns_app import faults
 from turns_app import services as turn_services
 
 threads_router = Router(tags=["Threads"])
 
 
-def _create_thread(owner: str, payload: ThreadCreate) -> dict[str, Any]:
+def _create_thread(owner: str, payload: ThreadCreate, where: Where | None) -> dict[str, Any]:
     ttl = thread_ttl(payload.ttl, default=True)
     if payload.supersteps:
         raise not_supported("supersteps")
@@ -53,7 +54,11 @@ def _create_thread(owner: str, payload: ThreadCreate) -> dict[str, Any]:
     except SessionExists:
         if payload.if_exists != "do_nothing":
             raise SessionExists(f"Thread {key} already exists") from None
-        session = sessions.session_get(owner=owner, key=key)
+        try:
+            session = sessions.session_get(owner=owner, key=key, where=where)
+        except SessionNotFound:
+            # Another caller's (by the create handler's filter): as LangGraph's server, a conflict.
+            raise SessionExists(f"Thread {key} already exists") from None
     return threads.thread_json(session)
 
 
@@ -64,20 +69,22 @@ async def create_thread(request: AuthedRequest, payload: ThreadCreate):
         "metadata": dict(payload.metadata or {}),
         "if_exists": payload.if_exists,
     }
-    stamped = await authorize(request.auth, "threads", "create", value)
-    if stamped is not None or value["metadata"] != (payload.metadata or {}):
+    where = await allowed(request.auth, "create", value)
+    if where is not None or value["metadata"] != (payload.metadata or {}):
         # What the handler stamps wins over what the client sent (no forged owner).
-        payload = payload.model_copy(update={"metadata": {**value["metadata"], **(stamped or {})}})
-    return await db(_create_thread, owner=request.auth.owner, payload=payload)
+        payload = payload.model_copy(update={"metadata": {**value["metadata"], **metadata_filter.stamp_of(where)}})
+    return await db(_create_thread, owner=request.auth.owner, payload=payload, where=where)
 
 
-async def _scoped(request: AuthedRequest, payload: ThreadSearchRequest | ThreadCountRequest):
-    """The search with the handler's filter over the client's metadata filter."""
-    scope = await authorize(request.auth, "threads", "search", {"metadata": dict(payload.metadata or {})})
-    return payload if scope is None else payload.model_copy(update={"metadata": {**(payload.metadata or {}), **scope}})
+async def _scoped(request: AuthedRequest, payload: ThreadSearchRequest | ThreadCountRequest) -> Where | None:
+    """The search handler's filter, applied in the query beside the client's."""
+    value = {"metadata": dict(payload.metadata or {}), "values": payload.values, "status": payload.status}
+    return await allowed(request.auth, "search", {**value, "limit": getattr(payload, "limit", None)})
 
 
-def _search(owner: str, payload: ThreadSearchRequest | ThreadCountRequest, limit: int, offset: int):
+def _search(
+    owner: str, payload: ThreadSearchRequest | ThreadCountRequest, where: Where | None, limit: int, offset: int
+):
     faults.hit("search")
     if payload.values:
         raise not_supported("a values filter")
@@ -94,6 +101,7 @@ def _search(owner: str, payload: ThreadSearchRequest | ThreadCountRequest, limit
         metadata=payload.metadata,
         keys=getattr(payload, "ids", None),
         state=payload.status,
+        where=where,
         order_by=order,
         descending=getattr(payload, "sort_order", None) != "asc",
         limit=limit,
@@ -106,9 +114,9 @@ def _search(owner: str, payload: ThreadSearchRequest | ThreadCountRequest, limit
 
 @threads_router.post("/threads/search", summary="Search your threads (metadata: top-level keys equal)")
 async def search_threads(request: AuthedRequest, payload: ThreadSearchRequest, response: HttpResponse):
-    payload = await _scoped(request, payload)
+    where = await _scoped(request, payload)
     found, total = await interruptible(
-        _search, owner=request.auth.owner, payload=payload, limit=payload.limit, offset=payload.offset
+        _search, owner=request.auth.owner, payload=payload, where=where, limit=payload.limit, offset=payload.offset
     )
     response["X-Pagination-Total"] = str(total)
     if payload.offset + len(found) < total:
@@ -118,14 +126,14 @@ async def search_threads(request: AuthedRequest, payload: ThreadSearchRequest, r
 
 @threads_router.post("/threads/count")
 async def count_threads(request: AuthedRequest, payload: ThreadCountRequest):
-    payload = await _scoped(request, payload)
-    _, total = await interruptible(_search, owner=request.auth.owner, payload=payload, limit=1, offset=0)
+    where = await _scoped(request, payload)
+    _, total = await interruptible(_search, owner=request.auth.owner, payload=payload, where=where, limit=1, offset=0)
     return total
 
 
-def _get(owner: str, key: str, with_ttl: bool) -> dict[str, Any]:
+def _get(owner: str, key: str, with_ttl: bool, where: Where | None) -> dict[str, Any]:
     """A thread; `with_ttl` (`?include=ttl`) adds its TTL, if it has one."""
-    session = threads.thread_of(owner=owner, key=key)
+    session = threads.thread_of(owner=owner, key=key, where=where)
     thread = threads.thread_json(session)
     if with_ttl and session.expires_at is not None:
         minutes, expires_at = session.ttl_minutes, threads.iso(session.expires_at)
@@ -136,16 +144,15 @@ def _get(owner: str, key: str, with_ttl: bool) -> dict[str, Any]:
 
 @threads_router.get("/threads/{thread_id}", summary="A thread: metadata, status, current values")
 async def get_thread(request: AuthedRequest, thread_id: str):
-    scope = await authorize(request.auth, "threads", "read", {"thread_id": thread_id})
+    where = await allowed(request.auth, "read", {"thread_id": thread_id})
     included = {part.strip() for part in (request.GET.get("include") or "").split(",")[:16]}
-    thread = await db(_get, owner=request.auth.owner, key=thread_id, with_ttl="ttl" in included)
-    if scope and any(thread["metadata"].get(k) != v for k, v in scope.items()):
-        raise thread_not_found(thread_id)
-    return thread
+    return await db(_get, owner=request.auth.owner, key=thread_id, with_ttl="ttl" in included, where=where)
 
 
-def _patch(owner: str, key: str, payload: ThreadPatch) -> dict[str, Any]:
+def _patch(owner: str, key: str, payload: ThreadPatch, where: Where | None) -> dict[str, Any]:
     ttl = thread_ttl(payload.ttl)
+    if where and not sessions.session_matches(owner=owner, key=key, where=where):
+        raise thread_not_found(key)
     try:
         session = session_services.session_merge_metadata(owner=owner, key=key, metadata=payload.metadata or {}, **ttl)
     except SessionNotFound:
@@ -156,7 +163,11 @@ def _patch(owner: str, key: str, payload: ThreadPatch) -> dict[str, Any]:
 @threads_router.patch("/threads/{thread_id}", summary="Merge metadata into a thread")
 async def patch_thread(request: AuthedRequest, thread_id: str, payload: ThreadPatch):
     sessions.check_session_key(thread_id)
-    thread = await db(_patch, owner=request.auth.owner, key=thread_id, payload=payload)
+    value = {"thread_id": thread_id, "metadata": dict(payload.metadata or {})}
+    where = await allowed(request.auth, "update", value)
+    # The handler may stamp the metadata it merges, as on create.
+    payload = payload.model_copy(update={"metadata": value["metadata"]})
+    thread = await db(_patch, owner=request.auth.owner, key=thread_id, payload=payload, where=where)
     if "return=minimal" in (request.headers.get("Prefer") or ""):
         return HttpResponse(status=204)
     return thread
@@ -164,6 +175,7 @@ async def patch_thread(request: AuthedRequest, thread_id: str, payload: ThreadPa
 
 @threads_router.delete("/threads/{thread_id}", summary="Delete a thread: purge, keep a tombstone (204)")
 async def delete_thread(request: AuthedRequest, thread_id: str):
+    await check_thread(request.auth, "delete", thread_id)
     try:
         await db(session_services.session_delete_for_owner, owner=request.auth.owner, key=thread_id)
     except SessionNotFound:
@@ -181,11 +193,15 @@ def _copy(owner: str, key: str) -> dict[str, Any]:
 
 @threads_router.post("/threads/{thread_id}/copy", summary="A new thread with this one's history")
 async def copy_thread(request: AuthedRequest, thread_id: str):
+    await check_thread(request.auth, "read", thread_id)
+    # Whether the caller may make a thread at all (the filter is not needed).
+    await allowed(request.auth, "create", {"thread_id": None, "metadata": {}, "if_exists": "raise"})
     return await db(_copy, owner=request.auth.owner, key=thread_id)
 
 
 @threads_router.get("/threads/{thread_id}/state", summary="The thread's current state")
 async def get_state(request: AuthedRequest, thread_id: str):
+    await check_thread(request.auth, "read", thread_id)
     return await db(threads.thread_state, owner=request.auth.owner, key=thread_id)
 
 
@@ -194,16 +210,19 @@ async def post_state_at(request: AuthedRequest, thread_id: str, payload: ThreadS
     if payload.checkpoint.checkpoint_ns:
         raise not_supported("a subgraph checkpoint (checkpoint_ns)")
     ref = checkpoint_ref(payload.checkpoint.checkpoint_id) if payload.checkpoint.checkpoint_id else None
+    await check_thread(request.auth, "read", thread_id)
     return await db(threads.thread_state, owner=request.auth.owner, key=thread_id, ref=ref)
 
 
 @threads_router.get("/threads/{thread_id}/state/{checkpoint_id}", summary="The state at a checkpoint")
 async def get_state_at(request: AuthedRequest, thread_id: str, checkpoint_id: str):
+    await check_thread(request.auth, "read", thread_id)
     return await db(threads.thread_state, owner=request.auth.owner, key=thread_id, ref=checkpoint_ref(checkpoint_id))
 
 
 @threads_router.post("/threads/{thread_id}/state", summary="Update the thread's state (a turn: aupdate_state)")
 async def update_state(request: AuthedRequest, thread_id: str, payload: ThreadStateUpdate):
+    await check_thread(request.auth, "update", thread_id)
     return await state_update.update_state(
         owner=request.auth.owner,
         key=thread_id,
@@ -222,6 +241,7 @@ def _history_response(owner: str, key: str, **query: Any) -> HttpResponse:
 
 @threads_router.post("/threads/{thread_id}/history", summary="The thread's states, newest first (paged by size too)")
 async def post_history(request: AuthedRequest, thread_id: str, payload: ThreadStateSearch):
+    await check_thread(request.auth, "read", thread_id)
     if payload.checkpoint is not None and payload.checkpoint.checkpoint_ns:
         return []  # no subgraphs, so no states in a subgraph namespace
     return await interruptible(
@@ -237,6 +257,7 @@ async def post_history(request: AuthedRequest, thread_id: str, payload: ThreadSt
 @threads_router.get("/threads/{thread_id}/history", summary="The thread's states, newest first (paged by size too)")
 async def get_history(request: AuthedRequest, thread_id: str):
     limit, _ = page(request)
+    await check_thread(request.auth, "read", thread_id)
     return await interruptible(
         _history_response,
         owner=request.auth.owner,

@@ -26,7 +26,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from langgraph_sdk import Auth
 
-from core.errors import ApiError, ErrorCode, Unauthorized
+from core.errors import ApiError, ErrorCode, InternalError, Unauthorized
 
 logger = logging.getLogger(__name__)
 
@@ -200,42 +200,65 @@ def _user_of(identity: str, permissions: tuple[str, ...], user: Any) -> _User:
     return _User({"is_authenticated": True, "display_name": identity, **fields, "identity": identity})
 
 
+def handler_for(auth: Auth, resource: str, action: str) -> Callable[..., Any] | None:
+    """The handler LangGraph's server runs for `resource.action`: the last
+    one registered for it, else for the resource (`@auth.on.threads`), the
+    action (`@auth.on(actions=…)`), both wildcards, and last `@auth.on`
+    (langgraph_api.auth.custom._get_handler; langgraph_sdk keeps the
+    registry, not a lookup)."""
+    for key in ((resource, action), (resource, "*"), ("*", action), ("*", "*")):
+        if auth._handlers.get(key):
+            return auth._handlers[key][-1]
+    return auth._global_handlers[-1] if auth._global_handlers else None
+
+
 async def authorize(
     *, identity: str, permissions: tuple[str, ...], user: Any, resource: str, action: str, value: dict[str, Any]
 ) -> dict[str, Any] | None:
-    """The project's `@auth.on.<resource>.<action>` handler (or `.on.<resource>`,
-    or `@auth.on`) for this request: None to allow, a filter dict to scope
-    it; False from the handler is a 403. `value` may be changed in place."""
+    """The project's handler's verdict on `resource.action` (docs/configuration.md,
+    "Custom auth"), as LangGraph's server reads it: None or True allow;
+    a dict is a metadata filter; False, or an `assert` failing in the
+    handler, is a 403; its HTTPException keeps its status; a ValueError is
+    a 400; anything else it raises or returns is a 500, logged. `value`
+    may be changed in place (a stamped owner, a rewritten namespace)."""
     setup = configured()
     if setup is None:
         return None
-    auth = setup[0]
-    handlers = auth._handlers.get((resource, action)) or auth._handlers.get((resource, "*")) or auth._global_handlers
-    if not handlers:
+    handler = handler_for(setup[0], resource, action)
+    if handler is None:
         return None
     from langgraph_sdk.auth.types import AuthContext
 
     ctx = AuthContext(
-        permissions=permissions,
+        permissions=list(permissions),
         user=_user_of(identity, permissions, user),
         resource=resource,  # type: ignore[arg-type]
         action=action,  # type: ignore[arg-type]
     )
+    what = f"{resource}.{action}"
     try:
-        answer: Any = await handlers[-1](ctx=ctx, value=value)
+        answer: Any = await handler(ctx=ctx, value=value)
     except Auth.exceptions.HTTPException as exc:
-        status = exc.status_code if 400 <= exc.status_code < 500 else 403
-        code = {401: ErrorCode.UNAUTHORIZED, 403: ErrorCode.FORBIDDEN}.get(status, ErrorCode.AUTH_FAILED)
-        raise ApiError.of(status, code, str(exc.detail or "refused by the auth handler")) from None
+        code = {401: ErrorCode.UNAUTHORIZED, 403: ErrorCode.FORBIDDEN}.get(exc.status_code, ErrorCode.AUTH_FAILED)
+        if exc.status_code >= 500:
+            code = ErrorCode.INTERNAL_ERROR
+        status = exc.status_code if 400 <= exc.status_code < 600 else 403
+        raise ApiError.of(status, code, str(exc.detail or f"the auth handler refused {what}")) from None
+    except AssertionError as exc:
+        raise ApiError.of(403, ErrorCode.FORBIDDEN, str(exc) or f"the auth handler refused {what}") from None
+    except ValueError as exc:
+        logger.warning("the AGENT_AUTH_PATH %s handler raised %r", what, exc)
+        raise ApiError.of(400, ErrorCode.VALIDATION_ERROR, str(exc) or f"the auth handler refused {what}") from None
     except Exception:
-        logger.exception("the AGENT_AUTH_PATH %s.%s handler failed", resource, action)
-        raise ApiError.of(403, ErrorCode.FORBIDDEN, f"the auth handler refused {resource}.{action}") from None
-    if answer is False:
-        raise ApiError.of(403, ErrorCode.FORBIDDEN, f"the auth handler refused {resource}.{action}")
+        logger.exception("the AGENT_AUTH_PATH %s handler failed", what)
+        raise InternalError(f"the auth handler failed on {what}") from None
     if answer is None or answer is True:
         return None
-    if not isinstance(answer, Mapping):
-        raise ApiError.of(403, ErrorCode.FORBIDDEN, f"the {resource}.{action} handler returned no filter")
-    # LangGraph's filters: a value, or {"$eq": value}; equality is what we
-    # match, so another operator matches nothing (fails closed).
-    return {k: v["$eq"] if isinstance(v, Mapping) and set(v) == {"$eq"} else v for k, v in answer.items()}
+    if answer is False:
+        raise ApiError.of(403, ErrorCode.FORBIDDEN, "Forbidden")
+    if not isinstance(answer, dict):
+        logger.error("the AGENT_AUTH_PATH %s handler returned a %s", what, type(answer).__name__)
+        raise InternalError(
+            f"Auth handler returned invalid result. Expected filter dict, None, or boolean. Got {type(answer)} instead."
+        )
+    return answer

@@ -4,12 +4,14 @@ missing row surface as a 500."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Now
 
+from core import metadata_filter
 from core.errors import InvalidSessionKey, SessionNotFound
 
 # AgentSession is also the type of what these reads return: the apps above
@@ -25,14 +27,28 @@ def check_session_key(key: str) -> str:
     return key
 
 
-def session_get(*, owner: str, key: str) -> AgentSession:
-    """A live session of this owner. Tombstones and other owners' sessions
-    answer the same 404, so a key's existence does not leak."""
+def session_get(*, owner: str, key: str, where: Mapping[str, Any] | None = None) -> AgentSession:
+    """A live session of this owner (whose metadata matches `where`, an auth
+    handler's filter). Tombstones, other owners' sessions and unmatched
+    ones answer the same 404, so a key's existence does not leak."""
     check_session_key(key)
     try:
-        return AgentSession.objects.get(owner=owner, key=key, deleted_at__isnull=True)
+        return metadata_filter.apply(AgentSession.objects, where).get(owner=owner, key=key, deleted_at__isnull=True)
     except AgentSession.DoesNotExist:
         raise SessionNotFound() from None
+
+
+def session_matches(*, owner: str, key: str, where: Mapping[str, Any]) -> bool:
+    """Whether the owner's live session `key` matches the filter, asked of the database."""
+    check_session_key(key)
+    live = AgentSession.objects.filter(owner=owner, key=key, deleted_at__isnull=True)
+    return metadata_filter.apply(live, where).exists()
+
+
+def session_keys_matching(*, owner: str, keys: list[str], where: Mapping[str, Any] | None) -> set[str]:
+    """Which of `keys` name live sessions of the owner matching the filter."""
+    live = AgentSession.objects.filter(owner=owner, key__in=keys, deleted_at__isnull=True)
+    return set(metadata_filter.apply(live, where).values_list("key", flat=True))
 
 
 def session_list(*, owner: str) -> QuerySet[AgentSession]:
@@ -69,6 +85,7 @@ def session_search(
     metadata: dict[str, Any] | None = None,
     keys: list[str] | None = None,
     state: str | None = None,
+    where: Mapping[str, Any] | None = None,
     order_by: str = "created_at",
     descending: bool = True,
     limit: int,
@@ -77,8 +94,9 @@ def session_search(
     """The owner's live sessions matching every filter, and how many match:
     `metadata` — each top-level key equal (a JSON value, compared as JSON);
     `state` — "busy" (a turn holds it), "interrupted" (its graph waits for a
-    resume) or "idle" (neither)."""
-    sessions = AgentSession.objects.filter(owner=owner, deleted_at__isnull=True)
+    resume) or "idle" (neither); `where` — an auth handler's filter, in the
+    query, so the page and the count are of what the caller may see."""
+    sessions = metadata_filter.apply(AgentSession.objects.filter(owner=owner, deleted_at__isnull=True), where)
     for i, (name, value) in enumerate((metadata or {}).items()):
         # A key transform, not `contains` (SQLite has no JSON containment),
         # and not `metadata__<name>`: a name may hold "__".

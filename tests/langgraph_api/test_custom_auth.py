@@ -218,7 +218,9 @@ async def test_resource_handlers_stamp_and_scope_threads(servers, tmp_path):
         with pytest.raises(NotFoundError):
             await two.threads.get(made["thread_id"])
         assert [t["thread_id"] for t in await two.threads.search()] == [theirs["thread_id"]]
-        assert [t["thread_id"] for t in await one.threads.search(metadata={"owner": "user2"})] == [made["thread_id"]]
+        # The client's filter and the handler's both hold (LangGraph's server
+        # ANDs them): asking for user2's threads does not widen user1's search.
+        assert await one.threads.search(metadata={"owner": "user2"}) == []
         assert await one.threads.count() == 1
 
         # False from the create handler: 403, nothing written.
