@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +16,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from assistants_app.models import Assistant, AssistantVersion
+from core import metadata_filter
 from core.errors import AssistantNotFound
 from graphs.runtime.registry import describe
 
@@ -72,14 +74,17 @@ def parse_assistant_id(raw: Any) -> uuid.UUID | None:
         return None
 
 
-def assistant_get(*, owner: str, assistant_id: Any) -> Assistant:
-    """A system assistant (by graph name or UUID) or one of the owner's."""
+def assistant_get(*, owner: str, assistant_id: Any, where: Mapping[str, Any] | None = None) -> Assistant:
+    """A system assistant (by graph name or UUID) or one of the owner's,
+    matching `where` (an auth handler's filter): else not found."""
     graph = system_graph_of(assistant_id)
     if graph is not None:
-        return system_assistant(graph)
-    parsed = parse_assistant_id(assistant_id)
+        system = system_assistant(graph)
+        if metadata_filter.matches(system.metadata, where):
+            return system
+    parsed = parse_assistant_id(assistant_id) if graph is None else None
     if parsed is not None:
-        found = Assistant.objects.filter(owner=owner, assistant_id=parsed).first()
+        found = metadata_filter.apply(Assistant.objects.filter(owner=owner, assistant_id=parsed), where).first()
         if found is not None and found.graph_id in settings.AGENT_GRAPHS:
             return found
     raise AssistantNotFound(f"Assistant {str(assistant_id)[:80]} not found")
@@ -90,12 +95,15 @@ class AssistantFilter:
     graph_id: str | None = None
     name: str | None = None
     metadata: dict[str, Any] | None = None
+    # An auth handler's filter, beside the client's (both hold).
+    where: Mapping[str, Any] | None = None
 
 
 def _rows(owner: str, filters: AssistantFilter) -> QuerySet[Assistant]:
     # Rows of a graph no longer registered stay stored but hidden, as
     # LangGraph's server hides them.
     rows = Assistant.objects.filter(owner=owner, graph_id__in=list(settings.AGENT_GRAPHS))
+    rows = metadata_filter.apply(rows, filters.where)
     if filters.graph_id is not None:
         rows = rows.filter(graph_id=filters.graph_id)
     if filters.name is not None:
@@ -109,6 +117,7 @@ def _rows(owner: str, filters: AssistantFilter) -> QuerySet[Assistant]:
 
 def _systems(filters: AssistantFilter) -> list[Assistant]:
     found = [system_assistant(g) for g in settings.AGENT_GRAPHS]
+    found = [a for a in found if metadata_filter.matches(a.metadata, filters.where)]
     if filters.graph_id is not None:
         found = [a for a in found if a.graph_id == filters.graph_id]
     if filters.name is not None:
@@ -160,10 +169,16 @@ def assistant_search(
 
 
 def assistant_versions(
-    *, owner: str, assistant_id: Any, metadata: dict[str, Any] | None, limit: int, offset: int
+    *,
+    owner: str,
+    assistant_id: Any,
+    metadata: dict[str, Any] | None,
+    limit: int,
+    offset: int,
+    where: Mapping[str, Any] | None = None,
 ) -> list[Assistant | AssistantVersion]:
     """Newest first; a system assistant has its one version."""
-    assistant = assistant_get(owner=owner, assistant_id=assistant_id)
+    assistant = assistant_get(owner=owner, assistant_id=assistant_id, where=where)
     if assistant.pk is None:
         matches = all(assistant.metadata.get(k) == v for k, v in (metadata or {}).items())
         return [assistant][offset : offset + limit] if matches else []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +19,7 @@ from django.utils import timezone
 
 from assistants_app.models import Assistant, AssistantVersion
 from assistants_app.selectors import assistant_get, parse_assistant_id, system_graph_of
+from core import metadata_filter
 from core.errors import AssistantExists, AssistantNotFound, SystemAssistant, UnknownGraph, ValidationFailed
 
 # What one assistant may hold, each of config, context and metadata: they
@@ -70,9 +72,12 @@ def assistant_create(
     name: Any = None,
     description: Any = None,
     if_exists: str = "raise",
+    where: Mapping[str, Any] | None = None,
 ) -> tuple[Assistant, bool]:
     """(the assistant, whether it was created). `if_exists="do_nothing"`
-    answers the one that has the id already (mine or a system one)."""
+    answers the one that has the id already (mine or a system one) if it
+    matches `where` (an auth handler's filter): one that does not is a
+    conflict, as LangGraph's server answers."""
     graph_id = check_graph_id(graph_id)
     values = {
         "graph_id": graph_id,
@@ -86,8 +91,9 @@ def assistant_create(
     if parsed is None:
         raise ValidationFailed("Invalid assistant ID: must be a UUID")
     if system_graph_of(parsed) is not None:
-        if if_exists == "do_nothing":
-            return assistant_get(owner=owner, assistant_id=parsed), False
+        system = assistant_get(owner=owner, assistant_id=parsed)
+        if if_exists == "do_nothing" and metadata_filter.matches(system.metadata, where):
+            return system, False
         raise AssistantExists(f"Assistant {parsed} exists (a graph's system assistant)")
     try:
         with transaction.atomic(durable=True):
@@ -97,21 +103,23 @@ def assistant_create(
         existing = Assistant.objects.filter(owner=owner, assistant_id=parsed).first()
         if existing is None:
             raise
-        if if_exists == "do_nothing":
+        mine = not where or metadata_filter.apply(Assistant.objects.filter(pk=existing.pk), where).exists()
+        if if_exists == "do_nothing" and mine:
             return existing, False
         raise AssistantExists(f"Assistant {parsed} exists") from None
     return assistant, True
 
 
-def _own_locked(owner: str, assistant_id: Any) -> Assistant:
+def _own_locked(owner: str, assistant_id: Any, where: Mapping[str, Any] | None) -> Assistant:
+    """The owner's assistant, locked, if it matches `where` (an auth
+    handler's filter, in the query): else not found, as one not there."""
     if system_graph_of(assistant_id) is not None:
         raise SystemAssistant()
     parsed = parse_assistant_id(assistant_id)
-    found = (
-        Assistant.objects.select_for_update().filter(owner=owner, assistant_id=parsed).first()
-        if parsed is not None
-        else None
-    )
+    found = None
+    if parsed is not None:
+        rows = Assistant.objects.select_for_update().filter(owner=owner, assistant_id=parsed)
+        found = metadata_filter.apply(rows, where).first()
     if found is None:
         raise AssistantNotFound(f"Assistant {str(assistant_id)[:80]} not found")
     return found
@@ -127,6 +135,7 @@ def assistant_patch(
     metadata: Any = None,
     name: Any = None,
     description: Any = None,
+    where: Mapping[str, Any] | None = None,
 ) -> Assistant:
     """A new version: the values given replace the current ones, except
     metadata, which is merged into them (as LangGraph's server does)."""
@@ -144,7 +153,7 @@ def assistant_patch(
     if metadata is not None:
         check_object(metadata, "metadata")
     with transaction.atomic(durable=True):
-        assistant = _own_locked(owner, assistant_id)
+        assistant = _own_locked(owner, assistant_id, where)
         if metadata is not None:
             changes["metadata"] = check_object({**assistant.metadata, **metadata}, "metadata")
         for field, value in changes.items():
@@ -156,9 +165,11 @@ def assistant_patch(
     return assistant
 
 
-def assistant_set_latest(*, owner: str, assistant_id: Any, version: int) -> Assistant:
+def assistant_set_latest(
+    *, owner: str, assistant_id: Any, version: int, where: Mapping[str, Any] | None = None
+) -> Assistant:
     with transaction.atomic(durable=True):
-        assistant = _own_locked(owner, assistant_id)
+        assistant = _own_locked(owner, assistant_id, where)
         chosen = AssistantVersion.objects.filter(assistant=assistant, version=version).first()
         if chosen is None:
             raise AssistantNotFound(f"Assistant {assistant.assistant_id} has no version {version}")
@@ -170,6 +181,6 @@ def assistant_set_latest(*, owner: str, assistant_id: Any, version: int) -> Assi
     return assistant
 
 
-def assistant_delete(*, owner: str, assistant_id: Any) -> None:
+def assistant_delete(*, owner: str, assistant_id: Any, where: Mapping[str, Any] | None = None) -> None:
     with transaction.atomic(durable=True):
-        _own_locked(owner, assistant_id).delete()
+        _own_locked(owner, assistant_id, where).delete()

@@ -126,3 +126,38 @@ def stamp_of(where: Mapping[str, Any] | None) -> dict[str, Any]:
         else:
             stamp[name] = value
     return stamp
+
+
+def matches(metadata: Mapping[str, Any], where: Mapping[str, Any] | None, depth: int = 0) -> bool:
+    """The same filter on metadata held in memory (a system assistant's,
+    never stored), with the same refusals."""
+    if not where:
+        return True
+    if depth > MAX_NESTING:
+        raise _refused(f"operators nested more than {MAX_NESTING} deep")
+    for name, value in where.items():
+        if name in ("$or", "$and"):
+            if not isinstance(value, list) or len(value) < 2 or not all(isinstance(g, Mapping) for g in value):
+                raise _refused(f"{name} takes a list of at least 2 filter objects")
+            found = [matches(metadata, group, depth + 1) for group in value]
+            if not (any(found) if name == "$or" else all(found)):
+                return False
+        elif not isinstance(name, str) or name.startswith("$"):
+            raise _refused(f"unknown operator {name!r}")
+        elif isinstance(value, Mapping):
+            if len(value) != 1:
+                raise _refused(f"{name!r}: one operator a key")
+            op, operand = next(iter(value.items()))
+            if op == "$eq":
+                if name not in metadata or metadata[name] != operand:
+                    return False
+            elif op == "$contains":
+                held = metadata.get(name)
+                items = operand if isinstance(operand, list) else [operand]
+                if not isinstance(held, list) or any(item not in held for item in items):
+                    return False
+            else:
+                raise _refused(f"{name!r}: unknown operator {op!r}")
+        elif name not in metadata or metadata[name] != value:
+            return False
+    return True

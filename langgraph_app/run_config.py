@@ -50,11 +50,12 @@ def system_run_assistant(raw: Any) -> RunAssistant | None:
     return RunAssistant(graph=graph, assistant_id=assistant_id(graph), config={}, context={})
 
 
-def resolve(owner: str, raw: str) -> RunAssistant:
+def resolve(owner: str, raw: str, where: dict[str, Any] | None = None) -> RunAssistant:
     """The assistant a run names: a graph (its system assistant) or one of
-    the owner's; anything else is LangGraph's 'Invalid assistant' (422)."""
+    the owner's matching `where` (the assistants.read handler's filter);
+    anything else is LangGraph's 'Invalid assistant' (422)."""
     try:
-        row = assistants_read.assistant_get(owner=owner, assistant_id=raw)
+        row = assistants_read.assistant_get(owner=owner, assistant_id=raw, where=where)
     except AssistantNotFound:
         raise unknown_assistant(raw) from None
     return RunAssistant(

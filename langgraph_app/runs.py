@@ -264,9 +264,11 @@ async def start_run(
     metadata, where = await thread_access.run_allowed(principal, key, body)
     if metadata != (body.metadata or {}):
         body = body.model_copy(update={"metadata": metadata})
+    # A graph's own assistant asks no assistants.read handler (as LangGraph's server).
     assistant = run_config.system_run_assistant(body.assistant_id)
     if assistant is None:
-        assistant = await db(run_config.resolve, owner=owner, raw=body.assistant_id)
+        readable = await thread_access.assistant_readable(principal, body.assistant_id)
+        assistant = await db(run_config.resolve, owner=owner, raw=body.assistant_id, where=readable)
     graph = assistant.graph
     check_options(body)
     idempotency_key = check_idempotency_key(idempotency_key)

@@ -1,5 +1,5 @@
 """The project's resource handlers on threads (docs/configuration.md,
-"Custom auth"): every thread endpoint, HTTP, SSE or thread stream, asks
+"Resource handlers"): every thread endpoint, HTTP, SSE or thread stream, asks
 `threads.<action>` here before it reads or writes, as LangGraph's server
 does. A handler's filter is matched by the database against the thread's
 metadata; a thread it does not match is not found (404), as one that is not
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from assistants_app import selectors as assistants_read
 from core.asyncdb import db
 from langgraph_app.errors import thread_not_found
 from sessions_app import selectors as sessions
@@ -54,3 +55,12 @@ async def run_allowed(principal: Principal, thread_id: str | None, body: Any) ->
     }
     where = await allowed(principal, "create_run", value)
     return dict(value["metadata"] or {}), where
+
+
+async def assistant_readable(principal: Principal, assistant_id: str) -> Where | None:
+    """The `assistants.read` filter a run's assistant must match, as
+    LangGraph's server checks it for every run; a graph's system assistant
+    is not asked about."""
+    if not uses_custom_auth() or assistants_read.system_graph_of(assistant_id) is not None:
+        return None
+    return await authorize(principal, "assistants", "read", {"assistant_id": assistant_id})

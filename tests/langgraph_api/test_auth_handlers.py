@@ -78,6 +78,18 @@ async def search_threads(ctx: Auth.types.AuthContext, value: dict):
 @auth.on.threads
 async def own_threads(ctx: Auth.types.AuthContext, value: dict):
     return mine(ctx)
+
+
+@auth.on.assistants.create
+async def stamp_assistant(ctx: Auth.types.AuthContext, value: dict):
+    value["metadata"]["owner"] = ctx.user.user_id
+    return mine(ctx)
+
+
+@auth.on.assistants
+async def own_assistants(ctx: Auth.types.AuthContext, value: dict):
+    # The graphs' own assistants are everyone's.
+    return {"$or": [mine(ctx), {"created_by": "system"}]}
 """
 
 
@@ -105,6 +117,7 @@ async def test_resource_handlers_scope_every_resource(server):
     async with asyncio.timeout(TEST_SECONDS):
         await each_user_reads_writes_and_runs_on_its_own_threads_only(server)
         await filter_operators_and_failing_handlers(server)
+        await each_user_sees_its_own_assistants_only(server)
 
 
 async def each_user_reads_writes_and_runs_on_its_own_threads_only(server: Server) -> None:
@@ -223,3 +236,44 @@ async def filter_operators_and_failing_handlers(server: Server) -> None:
             await alice.threads.search(metadata={"boom": boom})
         assert status_and_code(failed) == expected, boom
     assert "the AGENT_AUTH_PATH threads.search handler failed" in server.log_text()
+
+
+async def each_user_sees_its_own_assistants_only(server: Server) -> None:
+    alice, bob = client(server, "alice-token"), client(server, "bob-token")
+    made = await alice.assistants.create(graph_id="intake", metadata={"owner": "bob"}, name="alice's")
+    assert made["metadata"] == {"owner": "alice"}
+    aid = made["assistant_id"]
+    theirs = await bob.assistants.create(graph_id="intake", name="bob's")
+    # Bob's search and count: his, and the graphs' system assistants.
+    found = {a["assistant_id"]: a for a in await bob.assistants.search(limit=100)}
+    assert aid not in found and theirs["assistant_id"] in found
+    assert {a["metadata"].get("created_by") for i, a in found.items() if i != theirs["assistant_id"]} == {"system"}
+    assert await bob.assistants.count() == len(found)
+    assert [a["assistant_id"] for a in await bob.assistants.search(metadata={"owner": "alice"})] == []
+    attempts = {
+        "get": bob.assistants.get(aid),
+        "update": bob.assistants.update(aid, name="mine"),
+        "delete": bob.assistants.delete(aid),
+        "versions": bob.assistants.get_versions(aid),
+        "latest": bob.assistants.set_latest(aid, 1),
+        "graph": bob.assistants.get_graph(aid),
+        "schemas": bob.assistants.get_schemas(aid),
+    }
+    for name, attempt in attempts.items():
+        with pytest.raises(httpx.HTTPStatusError) as missing:
+            await attempt
+        assert missing.value.response.status_code == 404, name
+    # Nor may bob run alice's assistant: it is as unknown to him as no assistant.
+    thread = (await bob.threads.create())["thread_id"]
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await bob.runs.wait(thread, aid, input=human("hello"))
+    assert refused.value.response.status_code == 422
+    assert await bob.runs.list(thread) == []
+    # Her id, by him, with if_exists=do_nothing: a conflict, not her assistant.
+    with pytest.raises(httpx.HTTPStatusError) as taken:
+        await bob.assistants.create(graph_id="intake", assistant_id=aid, if_exists="do_nothing")
+    assert taken.value.response.status_code == 409
+    kept = await alice.assistants.get(aid)
+    assert (kept["name"], kept["version"]) == ("alice's", 1)
+    values: Any = await alice.runs.wait(thread_id=None, assistant_id=aid, input=human("hello"))
+    assert values["messages"][-1]["type"] == "ai"
