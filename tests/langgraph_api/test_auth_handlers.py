@@ -1,12 +1,13 @@
 """The project's `@auth.on` resource handlers (docs/configuration.md,
-"Custom auth"), as LangGraph's server applies them, on a real daphne driven
-by the unmodified LangGraph SDK: two users of one tenant (one owner in the
-database, so only the handlers keep them apart) each stamped as the owner
-of what they make; neither reads, updates, deletes, searches, counts,
-prunes or runs on the other's threads (over HTTP, SSE and the thread
-stream alike), a search's page and count are of the caller's threads only,
-and a handler's refusal is its status with nothing written. One server for
-the module, on a database of its own."""
+"Resource handlers"), as LangGraph's server applies them, on a real daphne
+driven by the unmodified LangGraph SDK: two users of one tenant (one owner
+in the database, so only the handlers keep them apart) each stamped as the
+owner of what they make; neither reads, updates, deletes, searches,
+counts, prunes or runs on the other's threads (over HTTP, SSE and the
+thread stream alike), nor sees the other's assistants, and each has its
+own store namespaces; a search's page and count are of the caller's rows
+only, and a handler's refusal is its status with nothing written. One
+server for the module (one test, in parts, so one start-up)."""
 
 from __future__ import annotations
 
@@ -90,6 +91,14 @@ async def stamp_assistant(ctx: Auth.types.AuthContext, value: dict):
 async def own_assistants(ctx: Auth.types.AuthContext, value: dict):
     # The graphs' own assistants are everyone's.
     return {"$or": [mine(ctx), {"created_by": "system"}]}
+
+
+@auth.on.store
+async def own_store(ctx: Auth.types.AuthContext, value: dict):
+    # Each user's namespaces under its own first label, as LangGraph's docs scope a store.
+    value["namespace"] = (ctx.user.user_id, *(value["namespace"] or ()))
+    if ctx.action == "search" and ctx.user.user_id == "carol":
+        return {"kind": "public"}
 """
 
 
@@ -118,6 +127,7 @@ async def test_resource_handlers_scope_every_resource(server):
         await each_user_reads_writes_and_runs_on_its_own_threads_only(server)
         await filter_operators_and_failing_handlers(server)
         await each_user_sees_its_own_assistants_only(server)
+        await each_user_has_a_store_of_its_own(server)
 
 
 async def each_user_reads_writes_and_runs_on_its_own_threads_only(server: Server) -> None:
@@ -277,3 +287,28 @@ async def each_user_sees_its_own_assistants_only(server: Server) -> None:
     assert (kept["name"], kept["version"]) == ("alice's", 1)
     values: Any = await alice.runs.wait(thread_id=None, assistant_id=aid, input=human("hello"))
     assert values["messages"][-1]["type"] == "ai"
+
+
+async def each_user_has_a_store_of_its_own(server: Server) -> None:
+    alice, bob = client(server, "alice-token"), client(server, "bob-token")
+    await alice.store.put_item(["prefs"], "theme", {"dark": True})
+    await bob.store.put_item(["prefs"], "theme", {"dark": False})
+    await bob.store.put_item(["notes"], "n1", {"text": "bob's"})
+    mine = await alice.store.get_item(["prefs"], "theme")
+    assert mine is not None and (mine["namespace"], mine["value"]) == (["alice", "prefs"], {"dark": True})
+    theirs = await bob.store.get_item(["prefs"], "theme")
+    assert theirs is not None and theirs["value"] == {"dark": False}
+    assert (await alice.store.list_namespaces())["namespaces"] == [["alice", "prefs"]]
+    assert sorted((await bob.store.list_namespaces())["namespaces"]) == [["bob", "notes"], ["bob", "prefs"]]
+    found = (await bob.store.search_items(["prefs"]))["items"]
+    assert [(i["namespace"], i["value"]) for i in found] == [(["bob", "prefs"], {"dark": False})]
+    assert (await alice.store.search_items(["notes"]))["items"] == []
+    await alice.store.delete_item(["prefs"], "theme")
+    assert await alice.store.get_item(["prefs"], "theme") is None
+    assert (await bob.store.get_item(["prefs"], "theme") or {}).get("value") == {"dark": False}
+    # A search handler's filter holds beside the client's.
+    carol = client(server, "carol-token")
+    for key, kind in (("a", "public"), ("b", "private")):
+        await carol.store.put_item(["docs"], key, {"kind": kind})
+    assert [i["key"] for i in (await carol.store.search_items(["docs"]))["items"]] == ["a"]
+    assert (await carol.store.search_items(["docs"], filter={"kind": "private"}))["items"] == []
