@@ -37,7 +37,6 @@ from langgraph_app.run_input import (
     wanted_ref,
 )
 from langgraph_app.schemas import thread_ttl
-from langgraph_app.thread_access import Where
 from sessions_app import selectors as sessions
 from sessions_app import services as session_services
 from sessions_app.auth import Principal
@@ -190,18 +189,11 @@ def _stamp(assistant: run_config.RunAssistant) -> dict[str, str]:
 
 
 async def _ensure_thread(
-    owner: str,
-    key: str,
-    assistant: run_config.RunAssistant,
-    create: bool,
-    metadata: dict[str, Any],
-    where: Where | None,
+    owner: str, key: str, assistant: run_config.RunAssistant, create: bool, metadata: dict[str, Any], where: Any
 ) -> None:
-    """The thread exists and matches the create_run handler's filter
-    (`where`), or is made (`create`) with the run's metadata, as LangGraph's
-    server; it carries the assistant's stamp. A thread already stamped so,
-    as every run after its first finds it, takes no merge: a locked read
-    and its transaction for no change (docs/scale.md, "Round trips")."""
+    """The thread exists matching the create_run filter (`where`), or is made
+    (`create`) with the run's metadata; it carries the assistant's stamp. One
+    already stamped takes no merge (docs/scale.md, "Round trips")."""
     stamp = _stamp(assistant)
     try:
         session = await db(sessions.session_get, owner=owner, key=key, where=where)
@@ -255,8 +247,7 @@ async def start_run(
     modes unless the body names some: a `values` snapshot per step would be
     serialized and stored for no one. A `thread_stream` run (a thread
     command's) logs LangGraph's v3 protocol events (turns_app.thread_stream_parts).
-    Every path that starts a run comes here, so the project's create_run
-    handler is asked here (langgraph_app.thread_access)."""
+    Every run starts here, so the create_run handler is asked here."""
     owner = principal.owner
     stateless = key is None
     if key is not None:
@@ -264,7 +255,6 @@ async def start_run(
     metadata, where = await thread_access.run_allowed(principal, key, body)
     if metadata != (body.metadata or {}):
         body = body.model_copy(update={"metadata": metadata})
-    # A graph's own assistant asks no assistants.read handler (as LangGraph's server).
     assistant = run_config.system_run_assistant(body.assistant_id)
     if assistant is None:
         readable = await thread_access.assistant_readable(principal, body.assistant_id)
