@@ -181,17 +181,22 @@ def _answer_text(values: dict[str, Any], thread_id: str, assistant_id: str) -> s
     return json.dumps(values, ensure_ascii=False)
 
 
-async def _joined(owner: str, key: str, body: RunCreateStateful, idempotency_key: str) -> tuple[str, dict[str, Any]]:
+async def _joined(
+    principal: Principal, key: str, body: RunCreateStateful, idempotency_key: str
+) -> tuple[str, dict[str, Any]]:
     """The run's id and its wait answer: the call's own run, or, for a
     retry, the first one's (replayed, or joined while it still runs)."""
+    owner = principal.owner
     try:
-        run = await runs.start_run(owner=owner, key=key, body=body, idempotency_key=idempotency_key, streamed=False)
+        run = await runs.start_run(
+            principal=principal, key=key, body=body, idempotency_key=idempotency_key, streamed=False
+        )
     except ApiError as error:
         if error.code != ErrorCode.TURN_IN_PROGRESS:
             raise
         session = await db(sessions.session_get, owner=owner, key=key)
         if session.active_turn_id is None:  # it ended meanwhile: now it replays
-            return await _joined(owner, key, body, idempotency_key)
+            return await _joined(principal, key, body, idempotency_key)
         return str(session.active_turn_id), await runs.outcome(owner, key, session.active_turn_id)
     return str(run.run_id), await runs.wait_for(run)
 
@@ -210,7 +215,7 @@ async def call_tool(
             {"assistant_id": tool.assistant_id, "input": graph_input, "if_not_exists": "create"}
         )
         thread = thread_id if isinstance(thread_id, str) else key
-        run_id, values = await _joined(principal.owner, thread, body, key)
+        run_id, values = await _joined(principal, thread, body, key)
     except Exception as error:  # rendered by the front door, unexpected ones logged there
         return _error_result(error)
     meta = {"thread_id": thread, "run_id": run_id}
