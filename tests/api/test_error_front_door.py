@@ -26,6 +26,10 @@ def is_error_body(node: ast.Dict) -> bool:
     """/api/'s `{"error": {…}}` (or `{"error", "message"}`, the protocol's
     failed run) and the protocol's `{"detail", "code"}`."""
     keys = {_key(k): v for k, v in zip(node.keys, node.values, strict=True)}
+    if "jsonrpc" in keys:
+        # JSON-RPC 2.0's own envelope (MCP's, and its OpenAPI schema), whose
+        # `data` carries the front door's rendering (langgraph_app.mcp_server).
+        return False
     if "error" in keys and (isinstance(keys["error"], ast.Dict) or "message" in keys):
         return True
     return {"detail", "code"} <= set(keys)
@@ -62,6 +66,7 @@ def test_the_check_sees_each_kind_of_renderer(tmp_path):
         "@api.exception_handler(Exception)\ndef f(request, exc): ...\n"
         # Not error bodies: a task's empty error slot, a stored turn's error.
         'e = {"id": 1, "error": None}\nf = {"turn_id": t, "error": turn.error}\n'
+        'g = {"jsonrpc": "2.0", "id": i, "error": {"code": -32600, "message": m, "data": rendered.body}}\n'
     )
     found = sorted(offences(sample, tmp_path), key=lambda o: int(o.split(":")[1].split(" ")[0]))
     assert [o.split(" ", 1)[1] for o in found] == [
