@@ -177,6 +177,20 @@ def last_answer(page) -> str:
     return last.inner_text().strip()
 
 
+def run_ended(protocol: str, key: str, thread: str) -> None:
+    """Blocks until the thread's runs have ended, by joining them. The
+    answer is on the page while its tokens stream, before the run commits;
+    a new thread then stops the stream the UI still reads, and the UI
+    cancels the run it stops (seen on a loaded machine)."""
+    headers = {"x-api-key": key}
+    runs = httpx.get(f"{protocol}/threads/{thread}/runs", headers=headers, timeout=30)
+    assert runs.status_code == 200, runs.text
+    for run in runs.json():
+        if run["status"] in ("pending", "running"):
+            joined = httpx.get(f"{protocol}/threads/{thread}/runs/{run['run_id']}/join", headers=headers, timeout=120)
+            assert joined.status_code == 200, joined.text
+
+
 def new_thread(page) -> None:
     page.get_by_role("button", name="New thread").click()
     page.wait_for_url(lambda url: "threadId=" not in url)
@@ -222,6 +236,7 @@ def test_booking_approval_through_agent_chat_ui_direct_and_through_its_passthrou
             page.screenshot(path=str(shots["pending"]), full_page=True)
             page.get_by_role("button", name="Approve", exact=True).click()
             approved_answer = last_answer(page)
+            run_ended(protocol, key, approved)
 
             # A second thread: edit the party size, then submit the edited call.
             new_thread(page)
@@ -233,6 +248,7 @@ def test_booking_approval_through_agent_chat_ui_direct_and_through_its_passthrou
             page.screenshot(path=str(shots["edit"]), full_page=True)
             page.get_by_role("button", name="Submit", exact=True).click()
             edited_answer = last_answer(page)
+            run_ended(protocol, key, edited)
 
             # Reject, with a reason.
             new_thread(page)
@@ -240,6 +256,7 @@ def test_booking_approval_through_agent_chat_ui_direct_and_through_its_passthrou
             page.get_by_placeholder("Share feedback with the agent...").fill("changed my mind")
             page.get_by_role("button", name="Submit rejection").click()
             rejected_answer = last_answer(page)
+            run_ended(protocol, key, rejected)
 
             # A reload while the graph waits shows the widget again, from the server's state.
             new_thread(page)
@@ -252,6 +269,7 @@ def test_booking_approval_through_agent_chat_ui_direct_and_through_its_passthrou
             page.screenshot(path=str(shots["reloaded"]), full_page=True)
             page.get_by_role("button", name="Approve", exact=True).click()
             reloaded_answer = last_answer(page)
+            run_ended(protocol, key, reloaded)
             assert thread_id(page) == reloaded
 
             # The thread list (threads.search) leads back to the first thread and its answer.
@@ -270,6 +288,7 @@ def test_booking_approval_through_agent_chat_ui_direct_and_through_its_passthrou
             proxied = ask_for_a_booking(page, BOOK_PROXIED)
             page.get_by_role("button", name="Approve", exact=True).click()
             proxied_answer = last_answer(page)
+            run_ended(protocol, key, proxied)
             page.screenshot(path=str(shots["passthrough"]), full_page=True)
             proxied_requests, proxied_resumes = list(watch.requests), watch.resumes()
             problems += watch.problems
