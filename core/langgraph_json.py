@@ -179,15 +179,23 @@ def _http(spec: object, base: Path, where: str, environ: MutableMapping[str, str
         return
     if not isinstance(app, str) or ":" not in app.strip(":"):
         raise ImproperlyConfigured(f"{where}: http.app must read ./path/to/file.py:attribute or module.path:attribute")
-    target, _, attribute = app.rpartition(":")
+    javascript = "http.app is a JavaScript app; agentsite serves a Python (Starlette) app"
+    environ.setdefault("AGENT_HTTP_APP", _python_entry(app, base, f"{where}: http.app", f"{where}: {javascript}"))
+
+
+def _python_entry(entry: str, base: Path, label: str, javascript: str) -> str:
+    """`path:attribute` with a file path made absolute against the project's
+    folder (`module:attribute` as it is); `javascript` is the refusal of a
+    JavaScript file, `label` names the entry when the file is missing."""
+    target, _, attribute = entry.rpartition(":")
     if target.endswith((".ts", ".js", ".mts", ".cts", ".mjs", ".cjs")):
-        raise ImproperlyConfigured(f"{where}: http.app is a JavaScript app; agentsite serves a Python (Starlette) app")
-    if target.endswith(".py") or "/" in target:
-        file = (base / target).resolve()
-        if not file.is_file():
-            raise ImproperlyConfigured(f"{where}: http.app: {file} does not exist")
-        app = f"{file}:{attribute}"
-    environ.setdefault("AGENT_HTTP_APP", app)
+        raise ImproperlyConfigured(javascript)
+    if not (target.endswith(".py") or "/" in target):
+        return entry
+    file = (base / target).resolve()
+    if not file.is_file():
+        raise ImproperlyConfigured(f"{label}: {file} does not exist")
+    return f"{file}:{attribute}"
 
 
 def _dependencies(spec: object, base: Path, where: str) -> None:
@@ -220,15 +228,8 @@ def _graphs(spec: object, base: Path, where: str) -> dict[str, str]:
         if not isinstance(entry, str):
             raise ImproperlyConfigured(f"{where}: graphs.{name} must be a path:attribute string")
         check_graph_entry(f"{where}: graphs", name, entry)
-        target, _, attribute = entry.rpartition(":")
-        if target.endswith((".ts", ".js", ".mts", ".cts", ".mjs", ".cjs")):
-            raise ImproperlyConfigured(f"{where}: graphs.{name} is a JavaScript graph; agentsite runs Python graphs")
-        if target.endswith(".py") or "/" in target:
-            file = (base / target).resolve()
-            if not file.is_file():
-                raise ImproperlyConfigured(f"{where}: graphs.{name}: {file} does not exist")
-            entry = f"{file}:{attribute}"
-        graphs[name] = entry
+        javascript = f"{where}: graphs.{name} is a JavaScript graph; agentsite runs Python graphs"
+        graphs[name] = _python_entry(entry, base, f"{where}: graphs.{name}", javascript)
     return graphs
 
 

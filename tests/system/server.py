@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -188,35 +189,11 @@ class Server:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-@pytest.fixture
-def servers(transactional_db, tmp_path):
-    """`servers(kind="daphne", **env)` starts a server and returns it. It
-    depends on `transactional_db`, so every server is gone before the
-    database is flushed (and, on PostgreSQL, before it is dropped)."""
+@contextlib.contextmanager
+def _starter(folder: Path) -> Iterator[Callable[..., Server]]:
+    """`start(kind="daphne", **env)`, its logs in `folder`; every server it
+    started is stopped on the way out, whatever happened."""
     started: list[Server] = []
-
-    def start(kind: str = "daphne", **env: str) -> Server:
-        server = Server(log_path=tmp_path / f"server-{len(started)}.log", kind=kind, env=env)
-        started.append(server)
-        return server.start()
-
-    try:
-        yield start
-    finally:
-        for server in started:
-            server.stop()
-
-
-@pytest.fixture(scope="module")
-def module_servers(django_db_setup, tmp_path_factory):
-    """`module_servers(kind="daphne", **env)`: a server for the whole module,
-    on the test database: each test's rows are flushed after it, the
-    server's caches are keyed by API keys and thread ids a test makes anew.
-    One daphne start (many seconds on a loaded machine) instead of one per
-    test. Stopped when the module ends, before the database is dropped.
-    Never kill or restart it: the next test would get a dead server."""
-    started: list[Server] = []
-    folder = tmp_path_factory.mktemp("module-servers")
 
     def start(kind: str = "daphne", **env: str) -> Server:
         server = Server(log_path=folder / f"server-{len(started)}.log", kind=kind, env=env)
@@ -228,3 +205,24 @@ def module_servers(django_db_setup, tmp_path_factory):
     finally:
         for server in started:
             server.stop()
+
+
+@pytest.fixture
+def servers(transactional_db, tmp_path):
+    """`servers(kind="daphne", **env)` starts a server and returns it. It
+    depends on `transactional_db`, so every server is gone before the
+    database is flushed (and, on PostgreSQL, before it is dropped)."""
+    with _starter(tmp_path) as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def module_servers(django_db_setup, tmp_path_factory):
+    """`module_servers(kind="daphne", **env)`: a server for the whole module,
+    on the test database: each test's rows are flushed after it, the
+    server's caches are keyed by API keys and thread ids a test makes anew.
+    One daphne start (many seconds on a loaded machine) instead of one per
+    test. Stopped when the module ends, before the database is dropped.
+    Never kill or restart it: the next test would get a dead server."""
+    with _starter(tmp_path_factory.mktemp("module-servers")) as start:
+        yield start
